@@ -37,6 +37,7 @@ from rllib_llm.progress import (
     format_trajectory,
     header,
     row_values,
+    table_columns,
 )
 from rllib_llm.resume import (
     CheckpointError,
@@ -234,7 +235,17 @@ class TrajectoryRecorder:
         self.episodes.clear()
 
 
-def _tracking_for(args: argparse.Namespace, config: Any, name: str, source: str, output: Path):
+def _resumed_mlflow_run(resumed: ResumePoint | None) -> str | None:
+    """The MLflow run id the checkpointed run logged to (stored in its checkpoint marker), if any."""
+    for tracker in (resumed.extra.get("tracking") or []) if resumed is not None else []:
+        if isinstance(tracker, dict) and tracker.get("tracker") == "mlflow" and tracker.get("run_id"):
+            return str(tracker["run_id"])
+    return None
+
+
+def _tracking_for(
+    args: argparse.Namespace, config: Any, name: str, source: str, output: Path, resumed: ResumePoint | None = None
+):
     from rllib_llm.tracking import Tracking, TrackingError, config_params, start_tracking
 
     if args.no_tracking and not args.wandb_project:
@@ -249,6 +260,7 @@ def _tracking_for(args: argparse.Namespace, config: Any, name: str, source: str,
             wandb_entity=args.wandb_entity,
             directory=output,
             tags={"tuned_example": source, "run_dir": str(output.resolve())},
+            mlflow_run_id=_resumed_mlflow_run(resumed),
         )
     except TrackingError as e:
         raise UserError(str(e)) from e
@@ -267,7 +279,7 @@ def train_config(config: Any, stop: dict, args: argparse.Namespace, *, name: str
     output = Path(args.output or Path("runs") / name)
     output.mkdir(parents=True, exist_ok=True)
     resumed = resume_run(output, {PROGRESS_FILE: "iter", TRAJECTORIES_FILE: "iteration"}) if args.resume else None
-    tracking = _tracking_for(args, config, name, source, output)
+    tracking = _tracking_for(args, config, name, source, output, resumed)
     status = "FAILED"
     algo = None
     try:
@@ -312,14 +324,17 @@ def _train_loop(
         tracking.log_metrics({f"eval/before_{k}": float(v) for k, v in summary["before"].items()}, step=0)
     recorder = TrajectoryRecorder(algo, args.trajectories_per_iter)
     checkpoint_dir = (output / "checkpoint").resolve()
-    print(header(), flush=True)
+    columns = None  # the table's columns: fixed by the first result (multi-agent runs add per-agent ones)
     bar = tqdm(range(start, iterations), initial=start, total=iterations, desc="training", unit="iter",
                file=sys.stderr, dynamic_ncols=True)
     with open(output / PROGRESS_FILE, "a") as progress, open(output / TRAJECTORIES_FILE, "a") as trajectories:
         for i in bar:
             result = algo.train()
-            values = row_values(result)
-            tqdm.write(format_row(values), file=sys.stdout)
+            if columns is None:
+                columns = table_columns(result)
+                tqdm.write(header(columns), file=sys.stdout)
+            values = row_values(result)  # every column of this result, also agents the table has none for
+            tqdm.write(format_row(values, columns), file=sys.stdout)
             sys.stdout.flush()
             progress.write(json.dumps({**values, "wall_time": time.time()}) + "\n")
             progress.flush()

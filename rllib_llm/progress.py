@@ -7,24 +7,40 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+#: A module-id wildcard in a column path: the mean over the Learner's modules (``__all_modules__`` left out),
+#: so ``kl`` is ``default_policy``'s in single-agent runs and the modules' mean in multi-agent ones.
+EACH_MODULE = "*"
+ALL_MODULES = "__all_modules__"
 #: (column title, path into an RLlib result dict, format)
-COLUMNS: list[tuple[str, tuple[str, ...], str]] = [
+Column = tuple[str, tuple[str, ...], str]
+COLUMNS: list[Column] = [
     ("iter", ("training_iteration",), "{:>4.0f}"),
     ("success", ("env_runners", "success_rate"), "{:>7.2f}"),
     ("valid", ("env_runners", "valid_action_rate"), "{:>5.2f}"),
     ("return", ("env_runners", "episode_return_mean"), "{:>6.2f}"),
     ("resp_len", ("env_runners", "response_length_mean"), "{:>8.1f}"),
     ("prompt_len", ("env_runners", "prompt_length_mean"), "{:>10.1f}"),
-    ("kl", ("learners", "default_policy", "kl"), "{:>7.4f}"),
-    ("entropy", ("learners", "default_policy", "entropy"), "{:>7.3f}"),
+    ("kl", ("learners", EACH_MODULE, "kl"), "{:>7.4f}"),
+    ("entropy", ("learners", EACH_MODULE, "entropy"), "{:>7.3f}"),
     ("tok/s", ("env_runners", "generated_tokens_per_s"), "{:>6.1f}"),
     ("time_s", ("time_this_iter_s",), "{:>6.1f}"),
+]
+#: Per-agent columns of a multi-agent run, one set per ``env_runners/agent_<id>`` dict the env runner reports.
+AGENT_PREFIX = "agent_"
+AGENT_COLUMNS: list[tuple[str, str, str]] = [
+    ("success", "success_rate", "{:>.2f}"),
+    ("valid", "valid_action_rate", "{:>.2f}"),
+    ("return", "episode_return_mean", "{:>.2f}"),
 ]
 
 
 def lookup(result: dict[str, Any], path: tuple[str, ...]) -> float:
     value: Any = result
-    for key in path:
+    for depth, key in enumerate(path):
+        if key == EACH_MODULE and isinstance(value, dict):
+            found = [lookup(inner, path[depth + 1 :]) for name, inner in value.items() if name != ALL_MODULES]
+            found = [v for v in found if not math.isnan(v)]
+            return sum(found) / len(found) if found else math.nan
         if not isinstance(value, dict) or key not in value:
             return math.nan
         value = value[key]
@@ -34,19 +50,34 @@ def lookup(result: dict[str, Any], path: tuple[str, ...]) -> float:
         return math.nan
 
 
-def row_values(result: dict[str, Any]) -> dict[str, float]:
-    return {title: lookup(result, path) for title, path, _ in COLUMNS}
+def table_columns(result: dict[str, Any]) -> list[Column]:
+    """:data:`COLUMNS`, then ``<agent>:success``/``:valid``/``:return`` for each agent in the result's
+    ``env_runners`` (multi-agent runs; agents in id order). Widths fit the title."""
+    columns = list(COLUMNS)
+    runners = result.get("env_runners") or {}
+    for key in sorted(k for k, v in runners.items() if isinstance(v, dict) and str(k).startswith(AGENT_PREFIX)):
+        agent = str(key)[len(AGENT_PREFIX) :]
+        for suffix, metric, fmt in AGENT_COLUMNS:
+            title = f"{agent}:{suffix}"
+            columns.append((title, ("env_runners", key, metric), fmt.replace("{:>", "{:>" + str(max(6, len(title))))))
+    return columns
 
 
-def header() -> str:
-    widths = [len(fmt.format(0.0)) for _, _, fmt in COLUMNS]
-    return "  ".join(title.rjust(w) for (title, _, _), w in zip(COLUMNS, widths, strict=True))
+def row_values(result: dict[str, Any], columns: list[Column] | None = None) -> dict[str, float]:
+    """The row of one result: ``columns`` (default: all of :func:`table_columns`) by title."""
+    return {title: lookup(result, path) for title, path, _ in (columns or table_columns(result))}
 
 
-def format_row(values: dict[str, float]) -> str:
+def header(columns: list[Column] = COLUMNS) -> str:
+    widths = [len(fmt.format(0.0)) for _, _, fmt in columns]
+    return "  ".join(title.rjust(w) for (title, _, _), w in zip(columns, widths, strict=True))
+
+
+def format_row(values: dict[str, float], columns: list[Column] = COLUMNS) -> str:
+    """The table cells of ``columns``; a value missing from ``values`` or NaN prints as ``-``."""
     cells = []
-    for title, _, fmt in COLUMNS:
-        value = values[title]
+    for title, _, fmt in columns:
+        value = values.get(title, math.nan)
         width = len(fmt.format(0.0))
         cells.append("-".rjust(width) if math.isnan(value) else fmt.format(value))
     return "  ".join(cells)

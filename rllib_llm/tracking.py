@@ -110,8 +110,13 @@ class MLflowTracker:
     """One MLflow run through ``MlflowClient`` (no fluent global state, so runs never leak between calls)."""
 
     name = "mlflow"
+    #: True when this tracker continues a stored run (``--resume``) rather than a new one.
+    resumed: bool = False
 
-    def __init__(self, tracking_uri: str | None, experiment: str, run_name: str, tags: dict[str, str]) -> None:
+    def __init__(
+        self, tracking_uri: str | None, experiment: str, run_name: str, tags: dict[str, str], run_id: str | None = None
+    ) -> None:
+        """A new run, or with ``run_id`` (``--resume``) the run a killed training wrote, set RUNNING again."""
         try:
             from mlflow.tracking import MlflowClient
         except ImportError as e:
@@ -119,15 +124,36 @@ class MLflowTracker:
         self.tracking_uri, artifact_root = resolve_tracking_uri(tracking_uri)
         self.client = MlflowClient(tracking_uri=self.tracking_uri)
         try:
-            experiment_id = ensure_experiment(self.client, experiment, artifact_root)
-            run = self.client.create_run(experiment_id, run_name=run_name, tags=tags)
+            run = self._continue(run_id) if run_id else None
+            if run is None:
+                experiment_id = ensure_experiment(self.client, experiment, artifact_root)
+                run = self.client.create_run(experiment_id, run_name=run_name, tags=tags)
+            experiment_id = run.info.experiment_id
         except Exception as e:  # an unreachable server, a bad URI: one line, not a 50-frame traceback
             raise TrackingError(f"MLflow at {self.tracking_uri!r}: {type(e).__name__}: {e}") from e
         self.run_id: str = run.info.run_id
         self.experiment_id = experiment_id
 
+    def _continue(self, run_id: str) -> Any | None:
+        """The stored run ``run_id``, marked RUNNING; None (a new run, with a warning) when this store lacks it."""
+        from mlflow.exceptions import MlflowException
+
+        try:
+            run = self.client.get_run(run_id)
+        except MlflowException as e:
+            logger.warning("MLflow run %s to resume is not in %s (%s): logging to a new run", run_id,
+                           self.tracking_uri, e)
+            return None
+        self.client.update_run(run_id, "RUNNING")
+        self.resumed = True
+        return run
+
     def log_params(self, params: dict[str, str]) -> None:
         from mlflow.entities import Param
+
+        if self.resumed:  # MLflow params are write-once: the resumed run keeps those it was started with
+            stored = self.client.get_run(self.run_id).data.params
+            params = {k: v for k, v in params.items() if k not in stored}
 
         items = [Param(k, v) for k, v in params.items()]
         for start in range(0, len(items), 100):  # MLflow's per-batch limit
@@ -231,15 +257,17 @@ def start_tracking(
     wandb_entity: str | None = None,
     directory: Path = Path("."),
     tags: dict[str, str] | None = None,
+    mlflow_run_id: str | None = None,
 ) -> Tracking:
     """The run's trackers. MLflow is on by default but optional: without ``tracking_uri`` (or
-    ``$MLFLOW_TRACKING_URI``) a missing mlflow package only warns; asked for explicitly, it is an error."""
+    ``$MLFLOW_TRACKING_URI``) a missing mlflow package only warns; asked for explicitly, it is an error.
+    ``mlflow_run_id`` continues that MLflow run (``--resume``) instead of starting one."""
     tags = dict(tags or {})
     trackers: list[Any] = []
     if mlflow:
         explicit = tracking_uri is not None or "MLFLOW_TRACKING_URI" in os.environ
         try:
-            trackers.append(MLflowTracker(tracking_uri, experiment, run_name, tags))
+            trackers.append(MLflowTracker(tracking_uri, experiment, run_name, tags, run_id=mlflow_run_id))
         except TrackingError as e:
             if explicit or not isinstance(e.__cause__, ImportError):
                 raise

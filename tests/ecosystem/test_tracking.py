@@ -140,3 +140,35 @@ def test_cli_reports_an_unreachable_tracking_server_in_one_line_before_training(
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"rllib-llm: error: MLflow at 'http://127.0.0.1:{port}'") and "\n" not in err
     assert not (tmp_path / "progress.jsonl").exists()
+
+
+def test_resume_continues_the_checkpointed_runs_mlflow_run(tracked_run, tmp_path):
+    """``--resume`` logs into the MLflow run stored in the checkpoint marker: one run, steps 1 then 2."""
+    import shutil
+
+    from mlflow.tracking import MlflowClient
+
+    from rllib_llm.cli import main
+
+    run_dir, mlruns = tmp_path / "run", tmp_path / "mlruns"
+    shutil.copytree(tracked_run["run_dir"], run_dir)
+    shutil.copytree(tracked_run["mlruns"], mlruns)
+    argv = ["train", "tests/fixtures/tiny_numberline.py", "--output", str(run_dir), "--tracking-uri", str(mlruns),
+            "--experiment", "eco", "--resume", "--iterations", "2", "--no-eval"]
+    assert main(argv) == 0
+    [before] = tracked_run["summary"]["tracking"]
+    client = MlflowClient(tracking_uri=f"sqlite:///{mlruns / 'mlflow.db'}")
+    [run] = client.search_runs([client.get_experiment_by_name("eco").experiment_id])
+    assert run.info.run_id == before["run_id"] and run.info.status == "FINISHED"
+    history = client.get_metric_history(run.info.run_id, "env_runners/success_rate")
+    assert [m.step for m in history] == [1, 2]
+    assert run.data.params["group_size"] == "2"  # the params the run started with are kept
+
+
+def test_resume_of_a_run_missing_from_the_store_warns_and_starts_a_new_run(tmp_path, caplog):
+    pytest.importorskip("mlflow")
+    tracking = start_tracking(tracking_uri=str(tmp_path / "store"), experiment="e", mlflow_run_id="0" * 32)
+    [tracker] = tracking.trackers
+    assert tracker.run_id != "0" * 32 and not tracker.resumed
+    assert "to resume is not in" in caplog.text
+    tracking.finish()

@@ -117,6 +117,11 @@ def test_cli_trains_and_evaluates_a_multi_agent_example(tmp_path, capsys):
     records = [json.loads(line) for line in (out / "trajectories.jsonl").read_text().splitlines()]
     assert records and {r["agent_id"] for r in records} <= {"player_1", "player_2"}
     assert "Untrained policy: success rate" in printed and "Trained policy" in printed
+    [head] = [line for line in printed.splitlines() if line.lstrip().startswith("iter")]
+    for column in ("player_1:success", "player_1:valid", "player_2:return"):
+        assert column in head.split()
+    [row] = [json.loads(line) for line in (out / "progress.jsonl").read_text().splitlines()]
+    assert 0.0 <= row["player_1:valid"] <= 1.0 and row["player_2:success"] in (0.0, 0.5, 1.0)
     summary = json.loads((out / "summary.json").read_text())
     assert "agent_player_1/valid_action_rate" in summary["after"]
     assert main(["evaluate", summary["checkpoint"], "--num-seeds", "2"]) == 0

@@ -1,0 +1,61 @@
+"""The per-iteration progress table: single-agent columns, per-agent columns of multi-agent results, and
+KL/entropy as the Learner modules' mean."""
+
+from __future__ import annotations
+
+import math
+
+from rllib_llm.progress import COLUMNS, format_row, header, row_values, table_columns
+
+SINGLE = {
+    "training_iteration": 3,
+    "env_runners": {"success_rate": 0.5, "valid_action_rate": 1.0, "episode_return_mean": 0.25},
+    "learners": {"default_policy": {"kl": 0.01, "entropy": 1.5}, "__all_modules__": {"kl": 9.0}},
+    "time_this_iter_s": 12.0,
+}
+MULTI = {
+    "training_iteration": 1,
+    "env_runners": {
+        "success_rate": 0.75,
+        "valid_action_rate": 0.5,
+        "agent_solver": {"success_rate": 0.75, "valid_action_rate": 0.25, "episode_return_mean": 1.0},
+        "agent_verifier": {"success_rate": 0.5, "valid_action_rate": 0.75, "episode_return_mean": -0.5},
+    },
+    "learners": {
+        "solver": {"kl": 0.02, "entropy": 1.0},
+        "verifier": {"kl": 0.04, "entropy": 3.0},
+        "__all_modules__": {"entropy": 100.0},
+    },
+}
+
+
+def test_single_agent_rows_keep_the_fixed_columns_and_read_default_policy():
+    assert table_columns(SINGLE) == COLUMNS
+    values = row_values(SINGLE)
+    assert values["kl"] == 0.01 and values["entropy"] == 1.5  # not __all_modules__'s
+    assert math.isnan(values["tok/s"])
+    row = format_row(values)
+    assert row.split()[:4] == ["3", "0.50", "1.00", "0.25"] and row.split()[-2:] == ["-", "12.0"]
+    assert len(row) == len(header())
+
+
+def test_multi_agent_rows_add_per_agent_columns_and_average_the_modules():
+    columns = table_columns(MULTI)
+    titles = [title for title, _, _ in columns]
+    assert titles[len(COLUMNS):] == [
+        "solver:success", "solver:valid", "solver:return", "verifier:success", "verifier:valid", "verifier:return",
+    ]
+    values = row_values(MULTI)
+    assert values["verifier:return"] == -0.5 and values["solver:valid"] == 0.25
+    assert math.isclose(values["kl"], 0.03) and values["entropy"] == 2.0
+    head, row = header(columns), format_row(values, columns)
+    assert head.split()[-1] == "verifier:return" and row.split()[-6:] == ["0.75", "0.25", "1.00", "0.50", "0.75", "-0.50"]
+    assert len(head) == len(row)
+
+
+def test_a_later_result_missing_an_agent_prints_dashes_in_its_columns():
+    columns = table_columns(MULTI)
+    later = {**MULTI, "env_runners": {k: v for k, v in MULTI["env_runners"].items() if k != "agent_verifier"}}
+    values = row_values(later)
+    assert "verifier:success" not in values
+    assert format_row(values, columns).split()[-3:] == ["-", "-", "-"]
