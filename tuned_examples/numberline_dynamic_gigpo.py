@@ -5,24 +5,22 @@ and clip-higher.
 
 Same rollouts as numberline_gigpo.py; groups whose episodes all got the same return are resampled (at
 most 3 rollouts per iteration).
+
+The task, prompt, model and group rollouts are the main job's (``numberline_gigpo.py``); only the
+algorithm and its training settings differ.
 """
 
-from rllib_llm.algorithms import DynamicGiGPOConfig
-from rllib_llm.env_connectors import ChatPromptBuilder, SlidingWindowMemory
+from pathlib import Path
 
-config = (
-    DynamicGiGPOConfig()
-    .environment("NumberLine", env_config={"max_position": 5, "max_steps": 6})
-    .env_runners(env_to_module_connector=lambda env, spaces, device: [SlidingWindowMemory(window=2), ChatPromptBuilder()])
-    .llm(model="smollm2-135m-instruct")
-    .generation(temperature=1.0, max_new_tokens=12, stop=["</action>"])
-    .group_rollouts(group_size=4, num_groups=4, max_episode_steps=6, invalid_action_penalty=0.1)
-    .training(
-        lr=2e-5, gamma=0.95, step_advantage_weight=1.0, clip_ratio_low=0.2, clip_ratio_high=0.28,
-        dynamic_sampling=True, max_sampling_rounds=3, minibatch_size=16, num_epochs=1,
-    )
-    .evaluation(evaluation_num_seeds=32)
-    .debugging(seed=0)
+from rllib_llm.algorithms import DynamicGiGPOConfig
+from rllib_llm.cli import load_tuned_example
+
+# The main job's task and rollouts (env, prompt, few-shot example, model, sampling, groups, eval seeds).
+task, _ = load_tuned_example(Path(__file__).with_name("numberline_gigpo.py"))
+config = DynamicGiGPOConfig().rollouts_like(task).training(
+    lr=task.lr, gamma=task.gamma, step_advantage_weight=task.step_advantage_weight,
+    advantage_norm=task.advantage_norm, clip_ratio_low=0.2, clip_ratio_high=0.28, dynamic_sampling=True,
+    max_sampling_rounds=3, minibatch_size=32, num_epochs=1,
 )
 
 stop = {"training_iteration": 12}

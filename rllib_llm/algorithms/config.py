@@ -133,6 +133,26 @@ class LLMConfig(AlgorithmConfig):
 
     # --- builder methods -----------------------------------------------------------------------------
 
+    #: What :meth:`rollouts_like` copies: the task and how it is rolled out, not how it is trained.
+    ROLLOUT_FIELDS: tuple[str, ...] = (
+        "env", "env_config", "_env_to_module_connector", "llm_model", "gradient_checkpointing",
+        "generation_backend", "generation_backend_options", "sampling", "group_size", "num_groups",
+        "max_episode_steps", "invalid_action_penalty", "prompt_template", "few_shot", "env_step_timeout_s",
+        "evaluation_num_seeds", "evaluation_seed_offset", "seed",
+    )
+
+    def rollouts_like(self, other: LLMConfig) -> LLMConfig:
+        """Take ``other``'s env, prompt/memory connectors, model, sampling, group rollouts, evaluation seeds
+        and seed (copies), keeping this config's algorithm and training settings: how a tuned example runs
+        another algorithm on a tuned task without repeating its setup."""
+        import copy
+
+        if not isinstance(other, LLMConfig):
+            raise TypeError(f"rollouts_like needs an LLMConfig, got {type(other).__name__}")
+        for name in self.ROLLOUT_FIELDS:
+            setattr(self, name, copy.deepcopy(getattr(other, name)))
+        return self
+
     def llm(
         self,
         *,

@@ -45,3 +45,26 @@ def test_missing_env_is_reported():
 def test_algorithm_defaults():
     assert GiGPOConfig().advantage_estimator == "gigpo"
     assert GRPOConfig().advantage_estimator == "grpo"
+
+
+def test_rollouts_like_copies_the_task_and_keeps_the_algorithms_training_settings():
+    from rllib_llm.algorithms import DAPOConfig
+
+    task = (
+        tiny_config()
+        .environment("NumberLine", env_config={"max_position": 3})
+        .group_rollouts(group_size=3, few_shot=[("Target 1, position 2.", "<action>-</action>")])
+        .generation(temperature=0.7)
+        .training(lr=5e-4, advantage_norm="mean")
+    )
+    dapo = DAPOConfig().rollouts_like(task)
+    assert dapo.env == "NumberLine" and dapo.env_config == task.env_config and dapo.group_size == 3
+    assert task.env_config["max_position"] == 3
+    assert dapo.llm_model == task.llm_model and dapo.sampling["temperature"] == 0.7 and dapo.seed == task.seed
+    assert dapo.few_shot == task.few_shot and dapo._env_to_module_connector is task._env_to_module_connector
+    assert dapo.dynamic_sampling and dapo.clip_ratio_high == DAPOConfig().clip_ratio_high  # DAPO's own
+    assert dapo.lr != 5e-4 and dapo.advantage_norm == DAPOConfig().advantage_norm
+    dapo.env_config["max_position"] = 4
+    assert task.env_config["max_position"] == 3  # copies, not shared
+    with pytest.raises(TypeError, match="needs an LLMConfig"):
+        DAPOConfig().rollouts_like(object())
