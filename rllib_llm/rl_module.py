@@ -13,6 +13,11 @@ With ``model_config["value_head"]`` the module is also a critic (PPO): a linear 
 hidden state (the input of its LM head), and ``forward_train`` also returns ``values`` [B, R], where
 ``values[:, j]`` is the value of the state before response token j; ``values[:, 0]`` (at the last prompt
 token) is the value of the env step's state, which turn-level GAE uses.
+
+Vision-language models (Qwen2-VL / Qwen2.5-VL, see :mod:`rllib_llm.vision`): the prompts hold one
+``<|image_pad|>`` per merged image patch and the batch adds the ``images`` / ``image_sizes`` columns; the
+forward passes ``pixel_values`` + ``image_grid_thw`` and lets the model derive its 3-D rotary positions (no
+shared-prefix split, which would cut through the image tokens' positions).
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from rllib_llm.generation.base import MIN_SHARED_PREFIX, shared_prefix_length
 from rllib_llm.generation.hf import position_ids_from_mask
 from rllib_llm.generation.static import forward_signature
 from rllib_llm.models import ModelSpec, apply_lora, freeze_all_but_last_layers, load_causal_lm, load_tokenizer
+from rllib_llm.vision import IMAGE_SIZES, IMAGES, batch_image_inputs, is_vision_model
 
 LOGP = "logp"
 ENTROPY = "entropy"
@@ -49,20 +55,28 @@ def response_logprobs(
     temperature: float = 1.0,
     with_entropy: bool = False,
     share_prefix: bool = True,
+    vision: dict[str, torch.Tensor] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Log-probs [B, R] of the last ``response_len`` tokens under softmax(logits / temperature).
 
     Only the last R + 1 positions go through the LM head, so memory does not scale with prompt x vocab.
     With ``share_prefix``, the prompt prefix every row shares (system prompt, examples: most of a short
     agent prompt) runs once and its KV cache is broadcast to the batch; gradients still flow through it.
+    ``vision`` (a VL model's ``pixel_values`` / ``image_grid_thw``, ``{}`` for text rows): one plain pass,
+    positions left to the model (its 3-D rotary index), no shared prefix.
     """
     prefix = 0
-    if share_prefix and input_ids.shape[0] > 1:
+    if share_prefix and vision is None and input_ids.shape[0] > 1:
         prompts = _row_prompts(input_ids, attention_mask, input_ids.shape[1] - response_len)
         # Every row keeps a prompt token after the prefix: its logit predicts the first response token.
         prefix = min(shared_prefix_length(prompts), min(len(p) for p in prompts) - 1)
     if prefix >= MIN_SHARED_PREFIX:
         out = _forward_with_shared_prefix(model, input_ids, attention_mask, response_len, prompts, prefix)
+    elif vision is not None:
+        out = model(
+            input_ids=input_ids, attention_mask=attention_mask, logits_to_keep=response_len + 1, use_cache=False,
+            **vision,
+        )  # fmt: skip
     else:
         out = model(
             input_ids=input_ids,
@@ -163,6 +177,7 @@ class LLMRLModule(TorchRLModule, InferenceOnlyAPI):
         if config.get("gradient_checkpointing") and not self.inference_only:
             model.gradient_checkpointing_enable()
         self.model = model
+        self.is_vision = is_vision_model(model)
         # The reference model is kept out of the nn.Module tree: it is never trained, synced or checkpointed
         # (it is rebuilt from the same pretrained source).
         self._reference: list[torch.nn.Module] = []
@@ -219,7 +234,16 @@ class LLMRLModule(TorchRLModule, InferenceOnlyAPI):
             batch["response_mask"].shape[1],
             self.temperature,
             with_entropy,
+            vision=self.vision_inputs(batch),
         )
+
+    def vision_inputs(self, batch: dict[str, Any]) -> dict[str, torch.Tensor] | None:
+        """A VL model's image kwargs for ``batch`` (``{}`` when it has no images); None for a text LM."""
+        if not self.is_vision:
+            return None
+        if IMAGES not in batch:
+            return {}
+        return batch_image_inputs(self.model, batch[IMAGES], batch[IMAGE_SIZES])
 
     @torch.no_grad()
     def reference_logprobs(self, batch: dict[str, Any]) -> torch.Tensor:
@@ -231,8 +255,9 @@ class LLMRLModule(TorchRLModule, InferenceOnlyAPI):
             raise RuntimeError("This LLMRLModule was built without a reference model (use_reference=False).")
         reference = self._reference[0].to(batch["input_ids"].device)
         return response_logprobs(
-            reference, batch["input_ids"], batch["attention_mask"], batch["response_mask"].shape[1], self.temperature
-        )[0]
+            reference, batch["input_ids"], batch["attention_mask"], batch["response_mask"].shape[1], self.temperature,
+            vision=self.vision_inputs(batch),
+        )[0]  # fmt: skip
 
     # --- Weight sync ---------------------------------------------------------------------------------
 

@@ -14,10 +14,14 @@ plus the images (uint8 HxWx3, ``batch["images"]``). Here:
 - :func:`build_tiny_vl_model` / :func:`add_vision_tokens`: a tiny random Qwen2.5-VL and a byte tokenizer
   with the vision special tokens and an image-aware chat template, for tests.
 
-Limits (see notes/scale.md): not wired into LLMEnvRunner / the learner connector yet (the env runner
-calls ``generate(prompt_ids, params)`` without images, and StepsToTokenBatch carries no pixels); eager
-``model.generate`` decoding (no CUDA graphs, no shared-prefix prefill); stop strings are applied after
-generation; only ``image`` inputs (no video).
+Training wiring: :class:`~rllib_llm.env_runner.LLMEnvRunner` samples a VL model (:func:`is_vision_model`)
+through :class:`HFVisionBackend`, records the expanded prompt ids (:func:`expand_prompt`) and each step's image
+count; the learner connector re-reads those images from the episode's observations into two batch columns
+(:func:`image_columns`: uint8 images padded to the largest, and their sizes), which slice by row like every
+other column; the RLModule turns them back into pixels (:func:`batch_image_inputs`).
+
+Limits (see notes/scale.md): at most one image per step; eager ``model.generate`` decoding (no CUDA graphs,
+no shared-prefix prefill); stop strings are applied after generation; only ``image`` inputs (no video).
 """
 
 from __future__ import annotations
@@ -44,24 +48,50 @@ VL_CHAT_TEMPLATE = (
 )
 
 
+#: Token batch columns of image prompts: uint8 images [B, H, W, 3] (padded to the largest) and their
+#: (height, width) [B, 2]; (0, 0) marks a row whose prompt has no image.
+IMAGES = "images"
+IMAGE_SIZES = "image_sizes"
+
+Image = np.ndarray | torch.Tensor
+
+
+def is_vision_model(model: Any) -> bool:
+    """Whether ``model`` (possibly PEFT-wrapped) is a vision-language model (its config has a vision tower)."""
+    return getattr(getattr(model, "config", None), "vision_config", None) is not None
+
+
+def resized_shape(height: int, width: int, factor: int = 28, max_pixels: int = 256 * 28 * 28) -> tuple[int, int]:
+    """The image size Qwen2-VL patches are cut from: multiples of ``factor``, at most ~``max_pixels``."""
+    scale = min(1.0, math.sqrt(max_pixels / (height * width)))
+    resized = [max(factor, round(d * scale / factor) * factor) for d in (height, width)]
+    return resized[0], resized[1]
+
+
+def _vision_sizes(model: Any) -> tuple[int, int, int]:
+    vision = model.config.vision_config
+    return vision.patch_size, vision.spatial_merge_size, vision.temporal_patch_size
+
+
 def image_patches(
-    image: np.ndarray,
+    image: Image,
     patch_size: int = 14,
     merge_size: int = 2,
     temporal_patch_size: int = 2,
     max_pixels: int = 256 * 28 * 28,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(pixel_values [n, 3 * temporal * patch^2], grid_thw [3])`` of one uint8 HxWx3 image, as Qwen2-VL's
-    image processor lays them out; the image is resized (bilinear) to multiples of ``patch * merge`` first,
-    scaled down to at most ``max_pixels``."""
-    factor = patch_size * merge_size
-    pixels = torch.as_tensor(np.ascontiguousarray(image)).permute(2, 0, 1).float() / 255.0
+    """``(pixel_values [n, 3 * temporal * patch^2], grid_thw [3])`` of one uint8 HxWx3 image (numpy or torch,
+    on any device), as Qwen2-VL's image processor lays them out; the image is resized (bilinear) to multiples
+    of ``patch * merge`` first, scaled down to at most ``max_pixels``."""
+    if isinstance(image, np.ndarray):
+        image = torch.as_tensor(np.ascontiguousarray(image))
+    pixels = image.permute(2, 0, 1).float() / 255.0
     height, width = pixels.shape[1:]
-    scale = min(1.0, math.sqrt(max_pixels / (height * width)))
-    size = [max(factor, round(d * scale / factor) * factor) for d in (height, width)]
+    size = list(resized_shape(height, width, patch_size * merge_size, max_pixels))
     if size != [height, width]:
         pixels = torch.nn.functional.interpolate(pixels[None], size=size, mode="bilinear", align_corners=False)[0]
-    mean, std = torch.tensor(CLIP_MEAN)[:, None, None], torch.tensor(CLIP_STD)[:, None, None]
+    mean = torch.tensor(CLIP_MEAN, device=pixels.device)[:, None, None]
+    std = torch.tensor(CLIP_STD, device=pixels.device)[:, None, None]
     pixels = ((pixels - mean) / std).expand(temporal_patch_size, -1, -1, -1)  # a still image: frames repeat
     grid_h, grid_w = size[0] // patch_size, size[1] // patch_size
     patches = pixels.reshape(
@@ -89,29 +119,71 @@ def expand_image_tokens(prompt: Sequence[int], grids: Sequence[torch.Tensor], im
     return out
 
 
+def expand_prompt(model: Any, prompt: Sequence[int], images: Sequence[Image]) -> list[int]:
+    """:func:`expand_image_tokens` for ``model``, the grids computed from the image shapes alone (no pixels):
+    the ids the model really reads, which the EnvRunner records for the Learner."""
+    patch, merge, _ = _vision_sizes(model)
+    grids = [torch.tensor([1, *(d // patch for d in resized_shape(*img.shape[:2], patch * merge))]) for img in images]
+    return expand_image_tokens(prompt, grids, model.config.image_token_id, merge)
+
+
+def encode_images(model: Any, images: Sequence[Image]) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """Pixel rows and ``grid_thw`` of each image, with ``model``'s patch, merge and temporal sizes."""
+    patch, merge, temporal = _vision_sizes(model)
+    encoded = [image_patches(img, patch, merge, temporal) for img in images]
+    return [p for p, _ in encoded], [g for _, g in encoded]
+
+
+def pixel_kwargs(
+    pixel_rows: Sequence[torch.Tensor], grids: Sequence[torch.Tensor], device: torch.device, dtype: torch.dtype
+) -> dict[str, torch.Tensor]:
+    """The model's ``pixel_values`` and ``image_grid_thw`` kwargs (none without images)."""
+    if not pixel_rows:
+        return {}
+    return {"pixel_values": torch.cat(pixel_rows).to(device, dtype), "image_grid_thw": torch.stack(grids).to(device)}
+
+
 class VisionInputs:
     """Expanded prompt ids, concatenated ``pixel_values`` and ``image_grid_thw`` of a batch of image prompts
     (images per row in row order): what both :class:`HFVisionBackend` and the Learner feed the model."""
 
-    def __init__(self, model: Any, prompts: Sequence[Sequence[int]], images: Sequence[Sequence[np.ndarray]]):
-        config = model.config
-        vision = config.vision_config
-        self.image_token_id = config.image_token_id
-        pixel_rows, grids, self.prompts = [], [], []
+    def __init__(self, model: Any, prompts: Sequence[Sequence[int]], images: Sequence[Sequence[Image]]):
+        self.image_token_id = model.config.image_token_id
+        merge = _vision_sizes(model)[1]
+        self.pixel_rows: list[torch.Tensor] = []
+        self.grids: list[torch.Tensor] = []
+        self.prompts: list[list[int]] = []
         for prompt, row_images in zip(prompts, images, strict=True):
-            encoded = [image_patches(img, vision.patch_size, vision.spatial_merge_size, vision.temporal_patch_size)
-                       for img in row_images]  # fmt: skip
-            pixel_rows += [p for p, _ in encoded]
-            grids += [g for _, g in encoded]
-            self.prompts.append(expand_image_tokens(prompt, [g for _, g in encoded], self.image_token_id,
-                                                    vision.spatial_merge_size))  # fmt: skip
-        self.pixel_values = torch.cat(pixel_rows) if pixel_rows else None
-        self.image_grid_thw = torch.stack(grids) if grids else None
+            pixels, grids = encode_images(model, row_images)
+            self.pixel_rows += pixels
+            self.grids += grids
+            self.prompts.append(expand_image_tokens(prompt, grids, self.image_token_id, merge))
 
     def model_kwargs(self, device: torch.device, dtype: torch.dtype) -> dict[str, Any]:
-        if self.pixel_values is None:
-            return {}
-        return {"pixel_values": self.pixel_values.to(device, dtype), "image_grid_thw": self.image_grid_thw.to(device)}
+        return pixel_kwargs(self.pixel_rows, self.grids, device, dtype)
+
+
+def image_columns(images: Sequence[np.ndarray | None]) -> dict[str, np.ndarray]:
+    """The :data:`IMAGES` / :data:`IMAGE_SIZES` columns of a token batch (one image or None per row), or
+    nothing when no row has an image. Raw uint8 pixels: a quarter of float patches, half again for the
+    temporal repeat, and they slice by row for minibatches."""
+    sizes = np.array([img.shape[:2] if img is not None else (0, 0) for img in images], dtype=np.int64)
+    if not sizes.any():
+        return {}
+    height, width = sizes.max(axis=0)
+    padded = np.zeros((len(images), height, width, 3), dtype=np.uint8)
+    for row, img in enumerate(images):
+        if img is not None:
+            padded[row, : img.shape[0], : img.shape[1]] = img
+    return {IMAGES: padded, IMAGE_SIZES: sizes.reshape(len(images), 2)}
+
+
+def batch_image_inputs(model: Any, images: torch.Tensor, sizes: torch.Tensor) -> dict[str, torch.Tensor]:
+    """``pixel_values`` + ``image_grid_thw`` kwargs of a token batch's :func:`image_columns` (rows without an
+    image contribute none), on the images' device in the model's dtype."""
+    crops = [images[row, :h, :w] for row, (h, w) in enumerate(sizes.tolist()) if h > 0]
+    pixels, grids = encode_images(model, crops)
+    return pixel_kwargs(pixels, grids, images.device, next(model.parameters()).dtype)
 
 
 def _left_pad(rows: Sequence[Sequence[int]], pad_id: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
@@ -152,14 +224,14 @@ class HFVisionBackend(GenerationBackend):
         config = GenerationConfig(
             do_sample=not params.greedy, temperature=params.temperature, top_p=params.top_p, top_k=0,
             max_new_tokens=params.max_new_tokens, eos_token_id=None if params.ignore_eos else eos,
-            pad_token_id=self.tokenizer.pad_token_id,
+            pad_token_id=self.tokenizer.pad_token_id, output_logits=True, return_dict_in_generate=True,
         )  # fmt: skip
         with torch.no_grad(), torch.random.fork_rng(devices=[param.device] if param.device.type == "cuda" else []):
             if params.seed is not None:
                 torch.manual_seed(params.seed)
             out = self.model.generate(
-                input_ids=ids, attention_mask=mask, generation_config=config, output_logits=True,
-                return_dict_in_generate=True, **inputs.model_kwargs(param.device, param.dtype),
+                input_ids=ids, attention_mask=mask, generation_config=config,
+                **inputs.model_kwargs(param.device, param.dtype),
             )  # fmt: skip
         tokens = out.sequences[:, ids.shape[1] :]
         logprobs = _token_logprobs(torch.stack(out.logits, dim=1), tokens, params.temperature)
@@ -183,14 +255,17 @@ class HFVisionBackend(GenerationBackend):
 def vl_response_logprobs(
     model: Any,
     prompts: Sequence[Sequence[int]],
-    images: Sequence[Sequence[np.ndarray]],
+    images: Sequence[Sequence[Image]],
     responses: Sequence[Sequence[int]],
     pad_id: int,
     temperature: float = 1.0,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The Learner's side: log-probs [B, R] of each response (right-padded to R; mask [B, R] returned too)
-    under softmax(logits / T), for prompts with images. One forward pass over prompt (left-padded) + response;
-    the model derives its 3-D rotary positions from the ids, the image grids and the mask."""
+    under softmax(logits / T), for prompts with images. One forward pass over prompt (left-padded) + response
+    (:func:`rllib_llm.rl_module.response_logprobs`); the model derives its 3-D rotary positions from the ids,
+    the image grids and the mask."""
+    from rllib_llm.rl_module import response_logprobs
+
     inputs = VisionInputs(model, prompts, images)
     param = next(model.parameters())
     prompt_ids, prompt_mask = _left_pad(inputs.prompts, pad_id, param.device)
@@ -201,14 +276,15 @@ def vl_response_logprobs(
         response_ids[i, : len(response)] = torch.tensor(response, dtype=torch.long)
         response_mask[i, : len(response)] = 1
     response_ids, response_mask = response_ids.to(param.device), response_mask.to(param.device)
-    out = model(
-        input_ids=torch.cat([prompt_ids, response_ids], dim=1),
-        attention_mask=torch.cat([prompt_mask, response_mask], dim=1),
-        logits_to_keep=width + 1,
-        use_cache=False,
-        **inputs.model_kwargs(param.device, param.dtype),
+    logp, _ = response_logprobs(
+        model,
+        torch.cat([prompt_ids, response_ids], dim=1),
+        torch.cat([prompt_mask, response_mask], dim=1),
+        width,
+        temperature,
+        vision=inputs.model_kwargs(param.device, param.dtype),
     )
-    return _token_logprobs(out.logits[:, :-1], response_ids, temperature), response_mask
+    return logp, response_mask
 
 
 # --- Tiny models for tests ---------------------------------------------------------------------------

@@ -8,6 +8,10 @@ Anchors arrive as Python objects; they are factorized into dense integer ids exa
 O(n) pass (:func:`~rllib_llm.algorithms.advantages.factorize`), so every estimator works on int arrays.
 Estimators that need the model (values for GAE, reference log-probs for REINFORCE++'s KL reward) declare
 it when registered; :class:`ComputeAdvantages` then runs those forward passes (no grad) before them.
+
+Vision-language steps (recorded with ``num_images``) also carry the image their prompt showed, re-read from
+the episode's observation at that step (``Steps.images``); the token batch then adds the ``images`` /
+``image_sizes`` columns (:func:`rllib_llm.vision.image_columns`), which minibatches slice by row like the rest.
 """
 
 from __future__ import annotations
@@ -33,7 +37,8 @@ from rllib_llm.algorithms.advantages import (
     similarity_step_groups,
 )
 from rllib_llm.algorithms.losses import kl_penalty
-from rllib_llm.env_runner import ANCHOR, GROUP_ID, OLD_LOGP, PROMPT, RESPONSE
+from rllib_llm.env_runner import ANCHOR, GROUP_ID, NUM_IMAGES, OLD_LOGP, PROMPT, RESPONSE
+from rllib_llm.vision import image_columns
 
 STEPS = "steps"
 # Extra training columns (per step) written next to the token batch.
@@ -60,6 +65,8 @@ class Steps:
     extras: dict[str, Any] = field(default_factory=dict)
     #: Extra per-step training columns (e.g. value targets) that StepsToTokenBatch adds to the batch.
     columns: dict[str, np.ndarray] = field(default_factory=dict)
+    #: Vision-language steps: the image each prompt showed (None: a text-only prompt); None for text runs.
+    images: list[np.ndarray | None] | None = None
 
     def __len__(self) -> int:
         return len(self.rewards)
@@ -77,6 +84,7 @@ def flatten_episodes(episodes: list) -> Steps:
     episode_index, group_index, anchor_index = factorize_steps(
         [episode.custom_data[GROUP_ID] for episode in episodes], [len(episode) for episode in episodes], anchors
     )
+    vision = any(NUM_IMAGES in episode.extra_model_outputs for episode in episodes)
     return Steps(
         rewards=np.asarray(rewards, dtype=np.float64),
         episode_index=episode_index,
@@ -86,14 +94,27 @@ def flatten_episodes(episodes: list) -> Steps:
         responses=responses,
         old_logp=old_logp,
         extras={ANCHOR: anchors},
+        images=[img for episode in episodes for img in step_images(episode)] if vision else None,
     )
+
+
+def step_images(episode: Any) -> list[np.ndarray | None]:
+    """The image each step's prompt showed: the observation the step acted on (episodes keep it anyway, so
+    the pixels are not stored twice), None where the prompt had no image."""
+    if NUM_IMAGES not in episode.extra_model_outputs:
+        return [None] * len(episode)
+    counts = episode.get_extra_model_outputs(NUM_IMAGES)
+    if any(n > 1 for n in counts):
+        raise NotImplementedError("Vision-language steps with more than one image are not supported yet.")
+    return [episode.get_observations(t)["image"] if n else None for t, n in enumerate(counts)]
 
 
 # --- the token batch and no-grad model passes over it -------------------------------------------------
 
 
 def pad_token_batch(steps: Steps, pad_id: int) -> dict[str, np.ndarray]:
-    """Left-padded prompts + right-padded responses, as the RLModule's forward_train expects."""
+    """Left-padded prompts + right-padded responses, as the RLModule's forward_train expects (plus the image
+    columns of vision-language steps)."""
     n = len(steps)
     width_p = max((len(p) for p in steps.prompts), default=1)
     width_r = max(max((len(r) for r in steps.responses), default=1), 1)
@@ -108,7 +129,10 @@ def pad_token_batch(steps: Steps, pad_id: int) -> dict[str, np.ndarray]:
         attention_mask[i, width_p : width_p + len(response)] = 1
         response_mask[i, : len(response)] = 1.0
         old_logp[i, : len(logp)] = logp
-    return {"input_ids": input_ids, "attention_mask": attention_mask, "response_mask": response_mask, "old_logp": old_logp}
+    batch = {"input_ids": input_ids, "attention_mask": attention_mask, "response_mask": response_mask, "old_logp": old_logp}
+    if steps.images is not None:
+        batch.update(image_columns(steps.images))
+    return batch
 
 
 def token_batch(steps: Steps, pad_id: int) -> dict[str, np.ndarray]:

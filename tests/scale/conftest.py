@@ -26,13 +26,14 @@ PREFIX = list(range(40, 60))
 PROMPTS = [PREFIX + [70, 71, 72], PREFIX + [80], PREFIX]
 
 
-def token_batch(module, prompts: list[list[int]], outputs: list) -> dict[str, torch.Tensor]:
-    """The Learner's token batch for (prompt, generated response) pairs, old log-probs included."""
+def token_batch(module, prompts: list[list[int]], outputs: list, images: list | None = None) -> dict[str, torch.Tensor]:
+    """The Learner's token batch for (prompt, generated response) pairs, old log-probs included (and the
+    image columns, with ``images``: one image or None per row)."""
     n = len(prompts)
     steps = Steps(
         rewards=np.zeros(n), episode_index=np.arange(n), group_index=np.zeros(n, dtype=int),
         anchor_index=np.arange(n), prompts=prompts, responses=[o.token_ids for o in outputs],
-        old_logp=[o.logprobs for o in outputs],
+        old_logp=[o.logprobs for o in outputs], images=images,
     )  # fmt: skip
     device = next(module.parameters()).device
     return {k: torch.as_tensor(v).to(device) for k, v in pad_token_batch(steps, module.tokenizer.pad_token_id).items()}

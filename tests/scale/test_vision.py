@@ -9,15 +9,23 @@ import torch
 
 from rllib_llm.env_connectors.prompts import encode_chat, supports_image_content
 from rllib_llm.generation import SamplingParams
-from rllib_llm.models import apply_lora, build_byte_tokenizer
+from rllib_llm.models import TINY_VL_MODEL, apply_lora, build_byte_tokenizer
+from rllib_llm.rl_module import LLMRLModule
 from rllib_llm.vision import (
+    IMAGE_SIZES,
+    IMAGES,
     HFVisionBackend,
+    VisionInputs,
     add_vision_tokens,
+    batch_image_inputs,
     build_tiny_vl_model,
     expand_image_tokens,
+    expand_prompt,
+    image_columns,
     image_patches,
     vl_response_logprobs,
 )
+from tests.scale.conftest import token_batch
 
 PARAMS = SamplingParams(temperature=0.7, max_new_tokens=5, stop=[], seed=3, ignore_eos=True)
 
@@ -97,3 +105,26 @@ def test_vl_generation_stops_at_stop_strings_and_is_seeded(tokenizer):
     cut = backend.generate(prompts, PARAMS.replace(max_new_tokens=8, stop=[stop]), images=images)[0]
     assert cut.finish_reason == "stop" and cut.token_ids == first.token_ids[: len(cut.token_ids)]
     assert cut.text.endswith(stop) and len(cut.token_ids) <= 2
+
+
+def test_vl_rl_module_scores_a_mixed_token_batch_as_the_generator(device):
+    """LLMRLModule on the tiny VL spec: padded image columns (two sizes, one text-only row) become the
+    generator's pixels, and forward_train recomputes its log-probs (no shared-prefix split)."""
+    module = LLMRLModule(model_config={"model": {"name_or_path": TINY_VL_MODEL}, "temperature": 0.7}).to(device)
+    model, tokenizer = module.model, module.tokenizer
+    assert module.is_vision
+    rows = [image(56, 56, seed=1), None, image(84, 56, seed=2)]
+    prompts = [chat_prompt(tokenizer, "go", img is not None) for img in rows]
+    images = [[img] if img is not None else [] for img in rows]
+    expanded = [expand_prompt(model, p, imgs) for p, imgs in zip(prompts, images, strict=True)]
+    assert expanded == VisionInputs(model, prompts, images).prompts
+    columns = image_columns(rows)
+    assert columns[IMAGES].shape == (3, 84, 56, 3) and columns[IMAGE_SIZES].tolist() == [[56, 56], [0, 0], [84, 56]]
+    kwargs = batch_image_inputs(model, torch.as_tensor(columns[IMAGES]), torch.as_tensor(columns[IMAGE_SIZES]))
+    reference = VisionInputs(model, prompts, images).model_kwargs(torch.device("cpu"), torch.float32)
+    torch.testing.assert_close(kwargs, reference)
+    outputs = HFVisionBackend(model, tokenizer).generate(expanded, PARAMS, images=images)
+    batch = token_batch(module, expanded, outputs, images=rows)
+    with torch.no_grad():
+        logp = module.forward_train(batch)["logp"]
+    torch.testing.assert_close(logp, batch["old_logp"], rtol=1e-4, atol=1e-4)

@@ -1,5 +1,9 @@
 """Sokoban: push every box onto a target. Text grid observation, optional RGB image for vision models.
 
+With ``image_obs=True`` the observation is ``{"text", "image"}``; adding ``text_obs=False`` replaces the text grid
+by :data:`IMAGE_ONLY_TEXT`, so a vision-language policy sees the board in the image only (verl-agent's visual
+Sokoban; memories then hold no past grids either).
+
 Rewards follow gym-sokoban: -0.1 per step, +1 for pushing a box onto a target, -1 for pushing one off,
 +10 once all boxes are on targets (the episode then terminates). Walking into a wall is a valid action that
 changes nothing; an unparseable action is a no-op with ``is_action_valid=False`` (the step still costs -0.1
@@ -19,6 +23,13 @@ from rllib_llm.envs.sokoban.level import LEGEND, MOVES, Level, generate_level
 # Tile colours for the image rendering.
 _WALL_C, _FLOOR_C, _TARGET_C = (110, 60, 40), (210, 200, 180), (200, 40, 40)
 _BOX_C, _BOX_DONE_C, _PLAYER_C = (180, 120, 40), (60, 170, 70), (40, 80, 200)
+#: The observation text with ``text_obs=False``.
+IMAGE_ONLY_TEXT = "(the board is in the image)"
+#: What the image's colours mean, for prompts of image-only policies.
+IMAGE_LEGEND = (
+    "brown = wall, beige = floor, red outline = target, orange square = box, green square = box on a target, "
+    "blue disk = you"
+)
 
 
 class SokobanEnv(TextEnv):
@@ -42,8 +53,11 @@ class SokobanEnv(TextEnv):
         min_solution_length: int = 4,
         image_obs: bool = False,
         tile_size: int = 16,
+        text_obs: bool = True,
     ) -> None:
         super().__init__()
+        if not (text_obs or image_obs):
+            raise ValueError("Sokoban with text_obs=False needs image_obs=True (the board must be shown somehow)")
         if num_boxes < 1:
             raise ValueError(f"Sokoban needs at least one box, got {num_boxes}")
         if min(dim_room) < 4:
@@ -53,6 +67,7 @@ class SokobanEnv(TextEnv):
         self.max_steps = max_steps
         self.min_solution_length = min_solution_length
         self.image_obs = image_obs
+        self.text_obs = text_obs
         self.tile_size = tile_size
         if image_obs:
             h, w = self.dim_room
@@ -95,7 +110,8 @@ class SokobanEnv(TextEnv):
         return img
 
     def _obs(self) -> Any:
-        return rendering.with_image(self._text(), self.render_rgb() if self.image_obs else None)
+        text = self._text() if self.text_obs else IMAGE_ONLY_TEXT
+        return rendering.with_image(text, self.render_rgb() if self.image_obs else None)
 
     def _info(self, valid: bool) -> dict[str, Any]:
         assert self.level is not None
@@ -104,7 +120,7 @@ class SokobanEnv(TextEnv):
             "won": self.level.solved,
             "anchor_obs": (self.level.player, tuple(sorted(self.level.boxes))),
             "available_actions": list(MOVES),
-            "prompt_slots": {"legend": LEGEND},
+            "prompt_slots": {"legend": LEGEND if self.text_obs else IMAGE_LEGEND},
             "boxes_on_target": self.level.boxes_on_target,
         }
 
