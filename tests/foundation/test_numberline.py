@@ -27,3 +27,24 @@ def test_pointer_stays_on_the_line():
     for _ in range(5):
         env.step("-")
     assert env.position == 0
+
+
+def test_away_penalty_rewards_each_move_that_does_not_get_closer():
+    """RL4VLM's gym_cards reward: -1 for a move away or into the end of the line, 0 closer, 1 on the target."""
+    import pytest
+
+    env = make_env("NumberLine", {"max_position": 3, "max_steps": 10, "away_penalty": -1.0})
+    env.reset(seed=0)
+    env.target, env.position = 1, 2
+    assert env.step("+")[1] == -1.0  # 2 -> 3: away
+    assert env.step("+")[1] == -1.0  # stays at 3, the end of the line: not closer
+    assert env.step("jump")[1] == 0.0  # unparseable: the runner's invalid-action penalty, not this one
+    assert env.step("-")[1] == 0.0  # 3 -> 2: closer
+    _, reward, terminated, _, _ = env.step("-")
+    assert reward == 1.0 and terminated
+    default = make_env("NumberLine")
+    default.reset(seed=0)
+    default.target, default.position = 1, 2
+    assert default.step("+")[1] == 0.0  # off by default: reward 1 on success only
+    with pytest.raises(ValueError, match="away_penalty must be a number <= 0"):
+        make_env("NumberLine", {"away_penalty": 1})

@@ -1,7 +1,10 @@
 """NumberLine (Gym Cards): move a pointer along 0..max_position until it sits on the target.
 
 As in RL4VLM's gym_cards NumberLine: actions ``+`` and ``-`` move the pointer by one, reward 1 when it
-reaches the target (episode ends), 0 otherwise; the episode is truncated after ``max_steps``.
+reaches the target (episode ends); the episode is truncated after ``max_steps``. Other steps earn 0, or with
+``away_penalty`` (RL4VLM's gym_cards uses -1) a valid move that does not bring the pointer closer (away from
+the target, or into the end of the line) earns that: a per-step signal of the direction, where success alone
+rewards only episodes that reach the target. Unparseable actions are the runner's ``invalid_action_penalty``.
 """
 
 from __future__ import annotations
@@ -23,14 +26,17 @@ class NumberLineEnv(TextEnv):
     few_shot: ClassVar[list[tuple[str, str]]] = [("Target 1, position 3.", "<action>-</action>")]
     ACTIONS: ClassVar[tuple[str, ...]] = ("+", "-")
 
-    def __init__(self, max_position: int = 5, max_steps: int = 6) -> None:
+    def __init__(self, max_position: int = 5, max_steps: int = 6, away_penalty: float = 0.0) -> None:
         super().__init__()
         if max_position < 1:
             raise ValueError(f"NumberLine max_position must be >= 1, got {max_position}")
         if max_steps < 1:
             raise ValueError(f"NumberLine max_steps must be >= 1, got {max_steps}")
+        if not isinstance(away_penalty, (int, float)) or away_penalty > 0:
+            raise ValueError(f"NumberLine away_penalty must be a number <= 0, got {away_penalty!r}")
         self.max_position = max_position
         self.max_steps = max_steps
+        self.away_penalty = float(away_penalty)
         self.target = 0
         self.position = 0
         self.steps = 0
@@ -58,11 +64,14 @@ class NumberLineEnv(TextEnv):
         self.steps += 1
         move = (action or "").strip()
         valid = move in self.ACTIONS
+        distance = abs(self.target - self.position)
         if valid:
             self.position = int(np.clip(self.position + (1 if move == "+" else -1), 0, self.max_position))
         won = self.position == self.target
+        closer = abs(self.target - self.position) < distance
+        reward = 1.0 if won else (self.away_penalty if valid and not closer else 0.0)
         truncated = not won and self.steps >= self.max_steps
-        return self._obs(), float(won), won, truncated, self._info(valid)
+        return self._obs(), reward, won, truncated, self._info(valid)
 
     def render(self) -> str:
         line = ["."] * (self.max_position + 1)
