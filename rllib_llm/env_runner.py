@@ -131,7 +131,7 @@ class LLMEnvRunner(EnvRunner, Checkpointable):
         self.make_module()
         self._env_to_module = self.config.build_env_to_module_connector(env=self.env, spaces=self.get_spaces())
         self.vision = is_vision_model(self.module.model)
-        self.backend = self._make_backend()
+        self.backend = self.make_backend()
         self.sampling = SamplingParams.from_dict(self.config.sampling)
 
     # --- construction --------------------------------------------------------------------------------
@@ -154,8 +154,10 @@ class LLMEnvRunner(EnvRunner, Checkpointable):
         device = get_device(self.config, self.config.num_gpus_per_env_runner)
         self.module.to(device=device, dtype=ModelSpec.from_any(self.config.llm_model).inference_torch_dtype)
 
-    def _make_backend(self) -> GenerationBackend:
-        """The configured backend; a vision-language model samples through :class:`HFVisionBackend`."""
+    def make_backend(self) -> GenerationBackend:
+        """The configured backend; a vision-language model samples through :class:`HFVisionBackend`.
+        Called once in ``__init__`` after :meth:`make_module`; override to generate elsewhere (the prompt
+        agent plays an OpenAI-compatible API this way)."""
         name, options = self.config.generation_backend, self.config.generation_backend_options
         if not self.vision:
             return make_backend(name, model=self.module.model, tokenizer=self.module.tokenizer, **options)

@@ -172,6 +172,13 @@ def load_tokenizer(spec: ModelSpec | dict | str):
         location, kwargs = _resolve(spec)
         try:
             tokenizer = AutoTokenizer.from_pretrained(location, **kwargs)
+        except ValueError as e:  # a local folder without tokenizer files: transformers' error names no path
+            if not Path(location).is_dir():
+                raise
+            raise FileNotFoundError(
+                f"No tokenizer in {location!r} (tokenizer.json / tokenizer_config.json or a GGUF file with "
+                f"gguf_file=): {type(e).__name__}: {str(e).splitlines()[0]}"
+            ) from e
         except OSError as e:
             raise FileNotFoundError(
                 f"Could not load the tokenizer of {spec.name_or_path!r}: {e}. With no internet, use a local "
@@ -200,6 +207,11 @@ def load_causal_lm(spec: ModelSpec | dict | str, tokenizer=None) -> torch.nn.Mod
         vision = getattr(AutoConfig.from_pretrained(location, **kwargs), "vision_config", None) is not None
         auto = AutoModelForImageTextToText if vision else AutoModelForCausalLM
         return auto.from_pretrained(location, dtype=spec.torch_dtype, **kwargs)
+    except ValueError as e:  # a local folder without a usable config.json: transformers' error names no path
+        if not Path(location).is_dir():
+            raise
+        raise FileNotFoundError(f"No model in {location!r} (config.json with a model_type, or a GGUF file with "
+                                f"gguf_file=): {type(e).__name__}: {str(e).splitlines()[0]}") from e
     except OSError as e:
         raise FileNotFoundError(f"Could not load model {spec.name_or_path!r}: {e}") from e
 

@@ -14,13 +14,11 @@ import base64
 import copy
 import io
 import logging
-import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
 
-from rllib_llm import env_runner as env_runner_module
 from rllib_llm.env_connectors.prompts import ChatPromptBuilder
 from rllib_llm.env_runner import VALID, LLMEnvRunner, episode_success
 from rllib_llm.generation.base import GenerationBackend, GenerationOutput, SamplingParams, truncate_at_stop
@@ -123,26 +121,13 @@ class _NoModule:
     tokenizer = None
 
 
-_CONSTRUCTION = threading.Lock()
-
-
 class PromptAgentRunner(LLMEnvRunner):
-    """LLMEnvRunner playing an API model (see module docstring).
-
-    LLMEnvRunner builds its backend with ``env_runner.make_backend`` inside ``__init__`` (there is no
-    ``make_backend`` method to override yet), so that name is pointed at the chat backend while the base
-    class constructs, under a lock; everything else in ``__init__`` stays the base class's.
-    """
+    """LLMEnvRunner playing an API model (see module docstring): its module is a stand-in and its backend
+    the chat API (:meth:`make_module`, :meth:`make_backend`); everything else is the base class's."""
 
     def __init__(self, *, config: Any, client: ChatClient, concurrency: int = 8, **kwargs: Any) -> None:
-        backend = ChatBackend(client, concurrency=concurrency)
-        with _CONSTRUCTION:
-            original = env_runner_module.make_backend
-            env_runner_module.make_backend = lambda name, **options: backend
-            try:
-                super().__init__(config=config, **kwargs)
-            finally:
-                env_runner_module.make_backend = original
+        self._chat_backend = ChatBackend(client, concurrency=concurrency)
+        super().__init__(config=config, **kwargs)
         connectors = self._env_to_module.connectors
         builders = [i for i, c in enumerate(connectors) if isinstance(c, ChatPromptBuilder)]
         if not builders:
@@ -155,6 +140,9 @@ class PromptAgentRunner(LLMEnvRunner):
 
     def make_module(self) -> None:
         self.module = _NoModule()
+
+    def make_backend(self) -> ChatBackend:
+        return self._chat_backend
 
 
 def prompt_agent_config(

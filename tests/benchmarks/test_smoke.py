@@ -82,6 +82,16 @@ def test_learning(tmp_path, ray_session):  # ~12 s on 2 idle cores, plus Ray's s
     assert (tmp_path / "learning.png").stat().st_size > 0
 
 
+def test_learning_on_sokoban_replaces_the_main_jobs_env_config():
+    from benchmarks.learning import SOKOBAN, sokoban
+    from rllib_llm.cli import load_tuned_example
+
+    config, _ = load_tuned_example("tuned_examples/numberline_gigpo.py")
+    moved = sokoban(config)
+    assert moved.env == "Sokoban" and moved.env_config == SOKOBAN  # no NumberLine keys left (max_position)
+    moved.validate()
+
+
 @pytest.mark.slow  # ~27 s on 2 idle cores: a fresh process imports torch and Ray and starts Ray
 def test_memory_rss(tmp_path):
     results = run_benchmark("memory_rss", tmp_path, "--size", "1", "--group-sizes", "2")

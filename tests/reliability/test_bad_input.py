@@ -174,6 +174,10 @@ def test_missing_or_broken_model_paths_are_named(loader, tmp_path):
     (broken / "config.json").write_text("{not json")
     with pytest.raises(FileNotFoundError, match="broken-model"):
         loader(str(broken))
+    empty = tmp_path / "empty-model"
+    empty.mkdir()
+    with pytest.raises(FileNotFoundError, match="empty-model"):
+        loader(str(empty))
 
 
 def test_cli_train_with_a_missing_model_path_exits_2_with_one_line_before_ray(tmp_path, capsys, monkeypatch):
