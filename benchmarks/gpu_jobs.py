@@ -23,7 +23,6 @@ import argparse
 import os
 import shutil
 import subprocess
-import sys
 import tarfile
 import time
 from pathlib import Path
