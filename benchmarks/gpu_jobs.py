@@ -112,16 +112,13 @@ def job1(out: Path, dry: bool, budget_s: float) -> None:
     shutil.rmtree(sweep, ignore_errors=True)
     sweep.mkdir(parents=True)
     sizes = "--iterations 1 --eval-at 1 --eval-seeds 4" if dry else "--iterations 16 --eval-at 8 16 --eval-seeds 64"
-    procs = []
-    for seed in (0, 1):
-        cmd = (f"timeout {budget_s + 120:.0f} python3 benchmarks/gpu_sweep.py --out {sweep} --tag s{seed} "
-               f"--seeds {seed} --variants {' '.join(SWEEP_VARIANTS)} --model {model} {sizes} "
-               f"--time-budget-s {budget_s:.0f} --threads 4 --ray-cpus 4 --separate-ray-dir "
-               f"> {sweep}/log_s{seed}.txt 2>&1")
-        print("+", cmd, flush=True)
-        procs.append(subprocess.Popen(cmd, shell=True, cwd=RUN_ROOT))
-    for p in procs:
-        print("rc", p.wait(), flush=True)
+    run_together([
+        f"timeout {budget_s + 120:.0f} python3 benchmarks/gpu_sweep.py --out {sweep} --tag s{seed} "
+        f"--seeds {seed} --variants {' '.join(SWEEP_VARIANTS)} --model {model} {sizes} "
+        f"--time-budget-s {budget_s:.0f} --threads 4 --ray-cpus 4 --separate-ray-dir "
+        f"> {sweep}/log_s{seed}.txt 2>&1"
+        for seed in (0, 1)
+    ])
     note = ("Job 1: the CPU main job (tuned_examples/numberline_gigpo.py, 3 groups x 4, minibatch 32) with each "
             "variant's overrides, float32 Learner and EnvRunner, 16 iterations, seeds 0 and 1 (one process per "
             "seed, its 7 variants interleaved; the two processes ran at the same time on the one GPU, so s/iter "
@@ -131,6 +128,16 @@ def job1(out: Path, dry: bool, budget_s: float) -> None:
     for f in sweep.glob("*"):
         if f.suffix in (".jsonl", ".txt"):
             shutil.copy(f, out / f.name)
+
+
+def run_together(cmds: list[str]) -> None:
+    """Starts the shell commands at once (they share the GPU), then waits for each and prints its exit code."""
+    procs = []
+    for cmd in cmds:
+        print("+", cmd, flush=True)
+        procs.append(subprocess.Popen(cmd, shell=True, cwd=RUN_ROOT))
+    for proc in procs:
+        print("rc", proc.wait(), flush=True)
 
 
 def prepare(model: str, dry: bool) -> None:
@@ -163,20 +170,17 @@ def job2(out: Path, dry: bool, budget_s: float, variant: str | None = None) -> N
     else:
         sizes = {"NumberLine": "--num-groups 8 --group-size 8 --iterations 20 --eval-at 10 20 --eval-seeds 64",
                  "Sokoban": "--num-groups 4 --group-size 8 --iterations 20 --eval-at 10 20 --eval-seeds 64"}
-    procs = []
+    cmds = []
     for env in ("NumberLine", "Sokoban"):
         folder = learn / env.lower()
         folder.mkdir()
         for seed in (0,) if dry else (0, 1, 2):
             tag = f"{env.lower()}_s{seed}"
-            cmd = (f"timeout {budget_s + 100:.0f} python3 benchmarks/gpu_sweep.py --out {folder} --tag {tag} "
-                   f"--env {env} --seeds {seed} --variants {best} --algos gigpo grpo --model {model} {sizes[env]} "
-                   f"--time-budget-s {budget_s:.0f} --threads 2 --ray-cpus 2 --separate-ray-dir "
-                   f"> {folder}/log_{tag}.txt 2>&1")
-            print("+", cmd, flush=True)
-            procs.append(subprocess.Popen(cmd, shell=True, cwd=RUN_ROOT))
-    for p in procs:
-        print("rc", p.wait(), flush=True)
+            cmds.append(f"timeout {budget_s + 100:.0f} python3 benchmarks/gpu_sweep.py --out {folder} --tag {tag} "
+                        f"--env {env} --seeds {seed} --variants {best} --algos gigpo grpo --model {model} "
+                        f"{sizes[env]} --time-budget-s {budget_s:.0f} --threads 2 --ray-cpus 2 --separate-ray-dir "
+                        f"> {folder}/log_{tag}.txt 2>&1")
+    run_together(cmds)
     for env in ("NumberLine", "Sokoban"):
         groups = "8 groups x 8 envs" if env == "NumberLine" else "4 groups x 8 envs"
         note = (f"Job 2b: GiGPO vs GRPO on {env} at GPU size ({groups}, 20 iterations or the time budget), the best Job-1 "

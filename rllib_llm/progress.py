@@ -27,10 +27,10 @@ COLUMNS: list[Column] = [
 ]
 #: Per-agent columns of a multi-agent run, one set per ``env_runners/agent_<id>`` dict the env runner reports.
 AGENT_PREFIX = "agent_"
-AGENT_COLUMNS: list[tuple[str, str, str]] = [
-    ("success", "success_rate", "{:>.2f}"),
-    ("valid", "valid_action_rate", "{:>.2f}"),
-    ("return", "episode_return_mean", "{:>.2f}"),
+AGENT_COLUMNS: list[tuple[str, str]] = [
+    ("success", "success_rate"),
+    ("valid", "valid_action_rate"),
+    ("return", "episode_return_mean"),
 ]
 
 
@@ -57,9 +57,9 @@ def table_columns(result: dict[str, Any]) -> list[Column]:
     runners = result.get("env_runners") or {}
     for key in sorted(k for k, v in runners.items() if isinstance(v, dict) and str(k).startswith(AGENT_PREFIX)):
         agent = str(key)[len(AGENT_PREFIX) :]
-        for suffix, metric, fmt in AGENT_COLUMNS:
+        for suffix, metric in AGENT_COLUMNS:
             title = f"{agent}:{suffix}"
-            columns.append((title, ("env_runners", key, metric), fmt.replace("{:>", "{:>" + str(max(6, len(title))))))
+            columns.append((title, ("env_runners", key, metric), f"{{:>{max(6, len(title))}.2f}}"))
     return columns
 
 
