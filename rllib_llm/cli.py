@@ -21,6 +21,7 @@ import importlib.util
 import inspect
 import json
 import logging
+import math
 import os
 import re
 import sys
@@ -336,7 +337,9 @@ def _train_loop(
             values = row_values(result)  # every column of this result, also agents the table has none for
             tqdm.write(format_row(values, columns), file=sys.stdout)
             sys.stdout.flush()
-            progress.write(json.dumps({**values, "wall_time": time.time()}) + "\n")
+            # NaN (a metric with no data this iteration, e.g. an agent that never acted) as null: strict JSON.
+            cells = {k: None if isinstance(v, float) and math.isnan(v) else v for k, v in values.items()}
+            progress.write(json.dumps({**cells, "wall_time": time.time()}) + "\n")
             progress.flush()
             recorder.flush(trajectories, i + 1)
             tracking.log_metrics(flatten_metrics(result), step=i + 1)

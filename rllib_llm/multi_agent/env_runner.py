@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import inspect
 import logging
+import math
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -71,35 +72,37 @@ def agent_metric_key(agent_id: str) -> str:
     return f"agent_{agent_id}"
 
 
-def _mean(values: list) -> float:
-    return float(np.mean(values)) if len(values) else 0.0
+def _mean(values: list, empty: float = 0.0) -> float:
+    return float(np.mean(values)) if len(values) else empty
 
 
 def _won(episode: Any) -> bool:
     return bool((episode.get_infos(-1) or {}).get("won", False))
 
 
-def rollout_stats(episodes: list[MultiAgentEpisode]) -> dict[str, Any]:
+def rollout_stats(episodes: list[MultiAgentEpisode], agents: Sequence[str] = ()) -> dict[str, Any]:
     """Success, validity, return and length means, overall and per agent (``agent_<id>`` sub-dicts).
 
     An episode succeeds when any agent ends it with ``won``; its return is the sum of its agents' returns.
+    Every agent of ``agents`` gets a sub-dict even when it never acted (NaN means: the progress table
+    prints ``-``), so per-agent columns exist from the first iteration on.
     """
-    per_agent: dict[str, list] = defaultdict(list)
+    per_agent: dict[str, list] = defaultdict(list, {a: [] for a in agents})
     for episode in episodes:
         for agent_id, agent_episode in episode.agent_episodes.items():
             if len(agent_episode):
                 per_agent[agent_id].append(agent_episode)
     all_agent_episodes = [ep for eps in per_agent.values() for ep in eps]
 
-    def summary(agent_episodes: list) -> dict[str, float]:
+    def summary(agent_episodes: list, empty: float = 0.0) -> dict[str, float]:
         valid = [v for ep in agent_episodes for v in ep.get_extra_model_outputs(VALID)]
         return {
-            "success_rate": _mean([_won(ep) for ep in agent_episodes]),
-            "valid_action_rate": _mean(valid),
-            "episode_return_mean": _mean([ep.get_return() for ep in agent_episodes]),
-            "episode_len_mean": _mean([len(ep) for ep in agent_episodes]),
+            "success_rate": _mean([_won(ep) for ep in agent_episodes], empty),
+            "valid_action_rate": _mean(valid, empty),
+            "episode_return_mean": _mean([ep.get_return() for ep in agent_episodes], empty),
+            "episode_len_mean": _mean([len(ep) for ep in agent_episodes], empty),
             "response_length_mean": _mean(
-                [len(r) for ep in agent_episodes for r in ep.get_extra_model_outputs(RESPONSE)]
+                [len(r) for ep in agent_episodes for r in ep.get_extra_model_outputs(RESPONSE)], empty
             ),
         }
 
@@ -113,7 +116,7 @@ def rollout_stats(episodes: list[MultiAgentEpisode]) -> dict[str, Any]:
         "prompt_length_mean": _mean([len(p) for ep in all_agent_episodes for p in ep.get_extra_model_outputs(PROMPT)]),
     }
     for agent_id in sorted(per_agent, key=str):
-        stats[agent_metric_key(agent_id)] = summary(per_agent[agent_id])
+        stats[agent_metric_key(agent_id)] = summary(per_agent[agent_id], empty=math.nan)
     return stats
 
 
@@ -436,7 +439,7 @@ class LLMMultiAgentEnvRunner(EnvRunner, Checkpointable):
     def _log_rollout_metrics(self, episodes: list[MultiAgentEpisode], generated: int, t_gen: float, calls: int) -> None:
         steps = sum(len(ep) for ep in episodes)
         self.num_env_steps_sampled_lifetime += steps
-        for key, value in rollout_stats(episodes).items():
+        for key, value in rollout_stats(episodes, self.env.possible_agents).items():
             if isinstance(value, dict):
                 for name, v in value.items():
                     self.metrics.log_value((key, name), v, window=1)

@@ -92,6 +92,9 @@ def test_invalid_responses_are_penalized_noops_and_episodes_truncate(tictactoe_r
         assert all(a == "(invalid)" for a in player.get_actions())
     metrics = tictactoe_runner.get_metrics()
     assert metrics["agent_player_1"]["valid_action_rate"] == 0.0
+    # player_2 never moved: its metrics exist (so the progress table has its columns) but are NaN, not 0.
+    assert set(metrics["agent_player_2"]) == set(metrics["agent_player_1"])
+    assert all(np.isnan(float(v)) for v in metrics["agent_player_2"].values())
 
 
 def test_parallel_agents_sharing_a_module_are_one_generate_call(coordination_runner):
