@@ -119,6 +119,29 @@ def episode_success(episode: SingleAgentEpisode) -> bool:
     return bool((episode.get_infos(-1) or {}).get("won", False))
 
 
+def begin_group_rollout(
+    runner: Any, seeds: list[int] | None, explore: bool, sampling: dict[str, Any] | None, group_size: int | None
+) -> tuple[SamplingParams, list]:
+    """The start shared by the single- and multi-agent runners' ``sample``: one seed per group (fresh
+    random ones for ``num_groups`` when None), enough envs, the sampling params (greedy unless
+    ``explore``), and one started episode per env, ``group_size`` per seed, ids ``<worker>-<rollout>-<group>``."""
+    group_size = group_size or runner.config.group_size
+    if seeds is None:
+        seeds = [int(s) for s in runner._rng.integers(0, 2**31 - 1, size=runner.config.num_groups)]
+    runner._ensure_envs(len(seeds) * group_size)
+    params = runner.sampling.replace(**(sampling or {}))
+    if not explore:
+        params = params.replace(greedy=True)
+    rollout = f"{runner.worker_index or 0}-{runner._num_rollouts}"
+    runner._num_rollouts += 1
+    episodes = [
+        runner._start_episode(g * group_size + k, seed, f"{rollout}-{g}")
+        for g, seed in enumerate(seeds)
+        for k in range(group_size)
+    ]
+    return params, episodes
+
+
 class LLMEnvRunner(EnvRunner, Checkpointable):
     """EnvRunner for LLM agents (see module docstring). Configured by an :class:`LLMConfig`."""
 
@@ -256,20 +279,7 @@ class LLMEnvRunner(EnvRunner, Checkpointable):
     ) -> list[SingleAgentEpisode]:
         """One group rollout. ``seeds``: one per group (default: fresh random seeds for ``num_groups``);
         ``group_size`` overrides the config's (evaluation plays each seed once); ``explore=False`` is greedy."""
-        group_size = group_size or self.config.group_size
-        if seeds is None:
-            seeds = [int(s) for s in self._rng.integers(0, 2**31 - 1, size=self.config.num_groups)]
-        self._ensure_envs(len(seeds) * group_size)
-        params = self.sampling.replace(**(sampling or {}))
-        if not explore:
-            params = params.replace(greedy=True)
-        rollout = f"{self.worker_index or 0}-{self._num_rollouts}"
-        self._num_rollouts += 1
-        episodes = [
-            self._start_episode(g * group_size + k, seed, f"{rollout}-{g}")
-            for g, seed in enumerate(seeds)
-            for k in range(group_size)
-        ]
+        params, episodes = begin_group_rollout(self, seeds, explore, sampling, group_size)
         raw_format = [getattr(env, "action_format", "tags") == "raw" for env in self.envs]
         generated = 0
         t_gen = 0.0

@@ -54,6 +54,7 @@ from rllib_llm.env_runner import (
     VALID,
     LLMEnvRunner,
     anchor_of,
+    begin_group_rollout,
 )
 from rllib_llm.generation import SamplingParams, make_backend
 from rllib_llm.multi_agent.envs.base import agent_prompt_template, agent_task_description
@@ -302,20 +303,7 @@ class LLMMultiAgentEnvRunner(EnvRunner, Checkpointable):
         **kwargs: Any,
     ) -> list[MultiAgentEpisode]:
         """One group rollout (same arguments as :meth:`LLMEnvRunner.sample`)."""
-        group_size = group_size or self.config.group_size
-        if seeds is None:
-            seeds = [int(s) for s in self._rng.integers(0, 2**31 - 1, size=self.config.num_groups)]
-        self._ensure_envs(len(seeds) * group_size)
-        params = self.sampling.replace(**(sampling or {}))
-        if not explore:
-            params = params.replace(greedy=True)
-        rollout = f"{self.worker_index or 0}-{self._num_rollouts}"
-        self._num_rollouts += 1
-        episodes = [
-            self._start_episode(g * group_size + k, seed, f"{rollout}-{g}")
-            for g, seed in enumerate(seeds)
-            for k in range(group_size)
-        ]
+        params, episodes = begin_group_rollout(self, seeds, explore, sampling, group_size)
         generated, t_gen, calls = 0, 0.0, 0
         for step in range(self.config.max_episode_steps):
             requests = [
