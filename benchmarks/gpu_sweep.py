@@ -84,6 +84,9 @@ TOKENS: list[tuple[str, Callable[..., Any]]] = [
     (r"g(\d+)x(\d+)", lambda c, g, n: c.group_rollouts(num_groups=int(g), group_size=int(n))),
     (r"T" + _NUMBER, lambda c, v: c.generation(temperature=float(v))),
     (r"away" + _NUMBER + "?", lambda c, v: c.environment(env_config={**c.env_config, "away_penalty": -float(v or 1)})),
+    (r"line(\d+)", lambda c, v: c.environment(env_config={**c.env_config, "max_position": int(v)})),
+    (r"steps(\d+)", lambda c, v: c.environment(env_config={**c.env_config, "max_steps": int(v)}).group_rollouts(
+        max_episode_steps=int(v))),
     (r"layers(\d+)", lambda c, v: c.llm(model={**c.llm_model, "trainable_layers": int(v) or None})),
     (r"lora(\d+)", lambda c, r: c.llm(model={**c.llm_model, "lora": {
         "r": int(r), "lora_alpha": 2 * int(r), "target_modules": LORA_TARGETS}})),

@@ -38,7 +38,7 @@ def test_away_penalty_rewards_each_move_that_does_not_get_closer():
     env.target, env.position = 1, 2
     assert env.step("+")[1] == -1.0  # 2 -> 3: away
     assert env.step("+")[1] == -1.0  # stays at 3, the end of the line: not closer
-    assert env.step("jump")[1] == 0.0  # unparseable: the runner's invalid-action penalty, not this one
+    assert env.step("jump")[1] == -1.0  # unparseable: a no-op, not closer (the runner adds its invalid penalty)
     assert env.step("-")[1] == 0.0  # 3 -> 2: closer
     _, reward, terminated, _, _ = env.step("-")
     assert reward == 1.0 and terminated

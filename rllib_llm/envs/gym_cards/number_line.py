@@ -2,9 +2,11 @@
 
 As in RL4VLM's gym_cards NumberLine: actions ``+`` and ``-`` move the pointer by one, reward 1 when it
 reaches the target (episode ends); the episode is truncated after ``max_steps``. Other steps earn 0, or with
-``away_penalty`` (RL4VLM's gym_cards uses -1) a valid move that does not bring the pointer closer (away from
-the target, or into the end of the line) earns that: a per-step signal of the direction, where success alone
-rewards only episodes that reach the target. Unparseable actions are the runner's ``invalid_action_penalty``.
+``away_penalty`` (RL4VLM's gym_cards uses -1) a step that does not bring the pointer closer (away from the
+target, into the end of the line, or an unparseable action, which leaves the pointer where it is) earns that:
+a per-step signal of the direction, where success alone rewards only episodes that reach the target. An
+unparseable action also costs the runner's ``invalid_action_penalty``; were it exempt from ``away_penalty``, not
+answering would be cheaper than a wrong move, and RL learns exactly that (measured: valid-action rate -> 0).
 """
 
 from __future__ import annotations
@@ -69,7 +71,7 @@ class NumberLineEnv(TextEnv):
             self.position = int(np.clip(self.position + (1 if move == "+" else -1), 0, self.max_position))
         won = self.position == self.target
         closer = abs(self.target - self.position) < distance
-        reward = 1.0 if won else (self.away_penalty if valid and not closer else 0.0)
+        reward = 1.0 if won else (self.away_penalty if not closer else 0.0)
         truncated = not won and self.steps >= self.max_steps
         return self._obs(), reward, won, truncated, self._info(valid)
 
