@@ -73,6 +73,7 @@ TOKENS: list[tuple[str, Callable[..., Any]]] = [
     (r"std", lambda c: c.training(advantage_norm="std")),
     (r"2shot", lambda c: c.group_rollouts(few_shot=TWO_SHOT)),
     (r"grpo", lambda c: c.training(advantage_estimator="grpo")),
+    (r"prefix", lambda c: c.group_rollouts(response_prefix="<action>")),
     (r"lr" + _NUMBER, lambda c, v: c.training(lr=float(v))),
     (r"kl" + _NUMBER, lambda c, v: c.training(kl_coeff=float(v))),
     (r"ent" + _NUMBER, lambda c, v: c.training(entropy_coeff=float(v))),
@@ -174,7 +175,10 @@ def action_probabilities(algo: Any, episodes: list) -> list[dict[str, Any]]:
     states: dict[str, list[int]] = {}
     for ep in episodes:
         states.setdefault(str(ep.get_observations(0)), _as_ids(ep.get_extra_model_outputs(PROMPT)[0]))
-    responses = {a: tokenizer.encode(f"<action>{a}</action>", add_special_tokens=False) for a in "+-"}
+    prefix = algo.config.response_prefix  # prefilled: already at the end of the prompt
+    replies = {a: f"<action>{a}</action>" for a in "+-"}
+    responses = {a: tokenizer.encode(r[len(prefix):] if r.startswith(prefix) else r, add_special_tokens=False)
+                 for a, r in replies.items()}
     rows = []
     was_training = model.training
     model.eval()

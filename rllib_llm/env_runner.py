@@ -31,7 +31,7 @@ from ray.rllib.utils.checkpoints import Checkpointable
 from ray.rllib.utils.framework import get_device
 
 from rllib_llm.action_parsing import parse_action
-from rllib_llm.env_connectors.prompts import FEW_SHOT_KEY, IMAGES, PROMPT_IDS, TASK_KEY, TEMPLATE_KEY
+from rllib_llm.env_connectors.prompts import FEW_SHOT_KEY, RESPONSE_PREFIX_KEY, IMAGES, PROMPT_IDS, TASK_KEY, TEMPLATE_KEY
 from rllib_llm.envs.registry import make_env
 from rllib_llm.generation import GenerationBackend, SamplingParams, make_backend
 from rllib_llm.models import ModelSpec
@@ -264,6 +264,7 @@ class LLMEnvRunner(EnvRunner, Checkpointable):
                 TEMPLATE_KEY: self.config.prompt_template or env.prompt_template,
                 TASK_KEY: getattr(env, "task_description", ""),
                 FEW_SHOT_KEY: list(self.config.few_shot if self.config.few_shot is not None else getattr(env, "few_shot", [])),
+                RESPONSE_PREFIX_KEY: self.config.response_prefix,
             }
         )
         return episode
@@ -305,7 +306,8 @@ class LLMEnvRunner(EnvRunner, Checkpointable):
             t_gen += time.perf_counter() - start
             for j, (i, prompt_ids, out) in enumerate(zip(active, prompts, outputs, strict=True)):
                 generated += len(out.token_ids)
-                action = out.text if raw_format[i] else parse_action(out.text)
+                reply = self.config.response_prefix + out.text
+                action = reply if raw_format[i] else parse_action(reply)
                 anchor = anchor_of(episodes[i].get_observations(-1), episodes[i].get_infos(-1) or {})
                 observation, reward, terminated, truncated, info = self._step(i, action)
                 valid = bool(info.get("is_action_valid", action is not None)) and action is not None

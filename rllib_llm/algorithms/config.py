@@ -89,6 +89,9 @@ class LLMConfig(AlgorithmConfig):
         self.invalid_action_penalty = 0.1
         self.prompt_template: str | None = None
         self.few_shot: list[tuple[str, str]] | None = None
+        #: Text the assistant turn starts with (prefilled in the prompt, not generated), e.g. "<action>": the
+        #: reply is parsed as prefix + generated text. Small models then rarely miss the action format.
+        self.response_prefix = ""
         #: Seconds an env reset/step may take before the runner abandons the env, builds a fresh one and
         #: truncates the episode (None: no limit; an env that hangs then hangs the rollout).
         self.env_step_timeout_s: float | None = None
@@ -137,8 +140,8 @@ class LLMConfig(AlgorithmConfig):
     ROLLOUT_FIELDS: tuple[str, ...] = (
         "env", "env_config", "_env_to_module_connector", "llm_model", "gradient_checkpointing",
         "generation_backend", "generation_backend_options", "sampling", "group_size", "num_groups",
-        "max_episode_steps", "invalid_action_penalty", "prompt_template", "few_shot", "env_step_timeout_s",
-        "evaluation_num_seeds", "evaluation_seed_offset", "seed",
+        "max_episode_steps", "invalid_action_penalty", "prompt_template", "few_shot", "response_prefix",
+        "env_step_timeout_s", "evaluation_num_seeds", "evaluation_seed_offset", "seed",
     )
 
     def rollouts_like(self, other: LLMConfig) -> LLMConfig:
@@ -189,10 +192,12 @@ class LLMConfig(AlgorithmConfig):
         invalid_action_penalty: float = NotProvided,
         prompt_template: str | None = NotProvided,
         few_shot: list | None = NotProvided,
+        response_prefix: str = NotProvided,
         env_step_timeout_s: float | None = NotProvided,
     ) -> LLMConfig:
         """Group environments: ``num_groups`` groups of ``group_size`` envs sharing an initial state.
-        ``env_step_timeout_s`` bounds each env reset/step (a hung env is replaced, its episode truncated)."""
+        ``env_step_timeout_s`` bounds each env reset/step (a hung env is replaced, its episode truncated).
+        ``response_prefix`` prefills the start of every reply (e.g. ``"<action>"``; parsed with the reply)."""
         _set(
             self,
             group_size=group_size,
@@ -201,6 +206,7 @@ class LLMConfig(AlgorithmConfig):
             invalid_action_penalty=invalid_action_penalty,
             prompt_template=prompt_template,
             few_shot=few_shot,
+            response_prefix=response_prefix,
             env_step_timeout_s=env_step_timeout_s,
         )
         return self
@@ -418,6 +424,8 @@ class LLMConfig(AlgorithmConfig):
               f"generation_backend_options must be a dict, got {self.generation_backend_options!r}")
         check(self.prompt_template is None or isinstance(self.prompt_template, str),
               f"prompt_template must be a string or None, got {self.prompt_template!r}")
+        check(isinstance(self.response_prefix, str),
+              f"response_prefix must be a string ('' for none), got {self.response_prefix!r}")
         check(self.few_shot is None or (isinstance(self.few_shot, (list, tuple)) and all(
             isinstance(shot, (list, tuple)) and len(shot) == 2 and all(isinstance(x, str) for x in shot)
             for shot in self.few_shot)),

@@ -35,6 +35,8 @@ NUM_PROMPTS_TRUNCATED = "num_prompts_truncated"
 TEMPLATE_KEY = "prompt_template"
 TASK_KEY = "task_description"
 FEW_SHOT_KEY = "few_shot"
+#: ``episode.custom_data`` key of the text the reply starts with (prefilled after the generation prompt).
+RESPONSE_PREFIX_KEY = "response_prefix"
 
 DEFAULT_SYSTEM_PROMPT = "You are an agent acting in an environment. Answer with an action in <action></action> tags."
 OMITTED = "(earlier history omitted)\n"
@@ -60,6 +62,13 @@ def encode_chat(tokenizer: Any, messages: list[dict[str, Any]]) -> list[int]:
     VL processor (which wraps its tokenizer) works like a plain tokenizer."""
     text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
     return list(getattr(tokenizer, "tokenizer", tokenizer)(text, add_special_tokens=False)["input_ids"])
+
+
+def response_prefix_ids(tokenizer: Any, prefix: str) -> list[int]:
+    """The ids of a prefilled reply start, appended after the generation prompt (none for "")."""
+    if not prefix:
+        return []
+    return list(getattr(tokenizer, "tokenizer", tokenizer)(prefix, add_special_tokens=False)["input_ids"])
 
 
 def supports_image_content(tokenizer: Any) -> bool:
@@ -210,10 +219,13 @@ class ChatPromptBuilder(ConnectorV2):
         budget = self.max_prompt_tokens
         image = self._wants_image(tokenizer, episode)
 
+        prefix = response_prefix_ids(tokenizer, episode.custom_data.get(RESPONSE_PREFIX_KEY, ""))
+
         def attempt(memory_kept: str, length: int, few_shot: bool = True) -> tuple[list[int], str]:
             messages = self.messages(episode, memory_kept, length, few_shot=few_shot, image=image)
             content = messages[-1]["content"]
-            return encode_chat(tokenizer, messages), content if isinstance(content, str) else content[-1]["text"]
+            ids = encode_chat(tokenizer, messages) + prefix
+            return ids, content if isinstance(content, str) else content[-1]["text"]
 
         ids, text = attempt(memory, history_length)
         if len(ids) <= budget:

@@ -37,7 +37,7 @@ from ray.rllib.utils.framework import get_device
 
 from rllib_llm.action_parsing import parse_action
 from rllib_llm.env_connectors.memory import INVALID_ACTION
-from rllib_llm.env_connectors.prompts import FEW_SHOT_KEY, PROMPT_IDS, TASK_KEY, TEMPLATE_KEY
+from rllib_llm.env_connectors.prompts import FEW_SHOT_KEY, RESPONSE_PREFIX_KEY, PROMPT_IDS, TASK_KEY, TEMPLATE_KEY
 from rllib_llm.env_runner import (
     ANCHOR,
     ENV_REWARD,
@@ -287,6 +287,7 @@ class LLMMultiAgentEnvRunner(EnvRunner, Checkpointable):
                     or agent_prompt_template(env, agent_id),
                     TASK_KEY: agent_task_description(env, agent_id),
                     FEW_SHOT_KEY: list(few_shot),
+                    RESPONSE_PREFIX_KEY: self.config.response_prefix,
                 }
             )
         return agent_episode
@@ -366,7 +367,8 @@ class LLMMultiAgentEnvRunner(EnvRunner, Checkpointable):
         actions, extra, recorded = {}, {}, {}
         for agent_id in agent_ids:
             out = outputs[(i, agent_id)]
-            actions[agent_id] = out.text if raw else parse_action(out.text)
+            reply = self.config.response_prefix + out.text
+            actions[agent_id] = reply if raw else parse_action(reply)
             recorded[agent_id] = actions[agent_id] if actions[agent_id] is not None else INVALID_ACTION
             agent_episode = episode.agent_episodes[agent_id]
             extra[agent_id] = {

@@ -166,6 +166,8 @@ def prompt_agent_config(
         max_tokens = max_tokens or DEFAULT_MAX_TOKENS
     if max_tokens is not None:
         config.generation(max_new_tokens=max_tokens)
+    # A chat API writes the whole reply (it cannot continue a prefilled one), so no response prefix.
+    config.group_rollouts(response_prefix="")
     if max_episode_steps is not None:
         config.group_rollouts(max_episode_steps=max_episode_steps)
     return config
