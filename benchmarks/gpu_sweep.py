@@ -211,7 +211,8 @@ def evaluate(algo: Any, args: argparse.Namespace) -> dict[str, Any]:
     seeds = list(range(offset, offset + args.eval_seeds))
     episodes = algo.env_runner.sample(seeds=seeds, explore=False, group_size=1)
     valid = [bool(v) for ep in episodes for v in ep.get_extra_model_outputs(VALID)]
-    texts = [str(t) for ep in episodes for t in ep.get_extra_model_outputs(RESPONSE_TEXT)]
+    prefix = algo.config.response_prefix  # prefilled, not generated: the reply is prefix + text
+    texts = [prefix + str(t) for ep in episodes for t in ep.get_extra_model_outputs(RESPONSE_TEXT)]
     stats: dict[str, Any] = {
         "num_episodes": len(episodes),
         "success_rate": float(np.mean([episode_success(ep) for ep in episodes])),

@@ -168,3 +168,15 @@ def test_image_observations_are_sent_as_image_url_parts():
     image, part = messages[-1]["content"]
     assert image["type"] == "image_url" and image["image_url"]["url"].startswith("data:image/png;base64,")
     assert part == {"type": "text", "text": "a red square"} and text == "a red square"
+
+
+def test_prompt_agent_drops_a_tuned_examples_response_prefix():
+    """A chat API writes the whole reply, so a prefilled ``<action>`` (training only) would be parsed twice."""
+    from rllib_llm.cli import load_tuned_example
+
+    base = load_tuned_example("tests/fixtures/tiny_numberline.py")[0].group_rollouts(response_prefix="<action>")
+    with FakeChatServer() as server:
+        config = prompt_agent_config(base=base)
+        assert config.response_prefix == "" and base.response_prefix == "<action>"
+        summary, _ = evaluate_prompt_agent(config, ChatClient(server.url, "oracle"), [1, 2])
+    assert summary["success_rate"] == 1.0

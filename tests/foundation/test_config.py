@@ -18,6 +18,7 @@ from tests.conftest import tiny_config
         (lambda c: c.group_rollouts(group_size=0), "group_size must be an int >= 1"),
         (lambda c: c.generation(backend="tgi"), "generation_backend must be one of"),
         (lambda c: c.training(kl_coeff=-1.0), "kl_coeff must be >= 0"),
+        (lambda c: c.group_rollouts(response_prefix=None), "response_prefix must be a string"),
     ],
 )
 def test_invalid_fields_are_reported_by_name(change, message):

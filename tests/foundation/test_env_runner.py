@@ -120,3 +120,26 @@ def test_hanging_env_step_times_out_and_truncates(runner, monkeypatch):
     assert time.perf_counter() - start < 20
     assert episodes[1].is_truncated and "took longer than" in episodes[1].get_infos(-1)["env_error"]
     assert runner.envs[1] is not hung
+
+
+def test_response_prefix_is_prefilled_in_the_prompt_and_parsed_with_the_reply():
+    """``response_prefix="<action>"``: every prompt ends with the prefix's ids, the model writes only the rest
+    ("+</action>"), and the action is parsed from prefix + generated text (without it: no valid action)."""
+    from rllib_llm.env_connectors.prompts import response_prefix_ids
+
+    config = tiny_config(group_size=2, num_groups=1, max_episode_steps=2, response_prefix="<action>")
+    config.validate()
+    prefixed = LLMEnvRunner(config=config)
+    tokenizer = prefixed.module.tokenizer
+    prefix_ids = response_prefix_ids(tokenizer, "<action>")
+    assert prefix_ids and response_prefix_ids(tokenizer, "") == []
+    prefixed.backend = ScriptedBackend(tokenizer, ["+</action>"])
+    episodes = prefixed.sample(seeds=[1])
+    for ep in episodes:
+        assert all(list(p)[-len(prefix_ids):] == prefix_ids for p in ep.get_extra_model_outputs(PROMPT))
+        assert all(ep.get_extra_model_outputs(VALID)) and set(ep.get_actions()) == {"+"}
+    plain = LLMEnvRunner(config=tiny_config(group_size=2, num_groups=1, max_episode_steps=2))
+    plain.backend = ScriptedBackend(tokenizer, ["+</action>"])
+    episodes = plain.sample(seeds=[1])
+    assert not any(v for ep in episodes for v in ep.get_extra_model_outputs(VALID))
+    assert list(episodes[0].get_extra_model_outputs(PROMPT)[0])[-len(prefix_ids):] != prefix_ids
