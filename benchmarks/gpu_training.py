@@ -1,7 +1,7 @@
 """GiGPO vs GRPO on NumberLine with the embedded SmolLM2-135M-Instruct on one GPU: success curves.
 
 Both algorithms start from ``tuned_examples/numberline_gigpo.py`` (the CPU main job: same prompt,
-few-shot example, stop string, learning rate, last 6 layers trained) and differ only in the advantage
+few-shot example, stop string, learning rate, LoRA adapters) and differ only in the advantage
 estimator; the groups are larger than on a CPU. Both train in one process and one Ray, an iteration of
 each in turn, so a time-budget stop leaves them equally far. Precision: the
 Learner keeps float32 weights (bf16 weights would round away most Adam steps at lr 5e-5), the EnvRunner

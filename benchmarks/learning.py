@@ -6,7 +6,7 @@
 
 Why: GiGPO's claim is that its step-level advantage (over steps that share an anchor state) learns faster
 than GRPO's episode-level advantage alone, the baseline a user would pick. Both run the main job's tuned
-example (tuned_examples/numberline_gigpo.py: embedded SmolLM2-135M-Instruct, last 6 layers trained) with
+example (tuned_examples/numberline_gigpo.py: embedded SmolLM2-135M-Instruct, LoRA adapters on every layer) with
 the same rollouts and hyperparameters; only the advantage estimator differs. Sokoban (6x6, one box, one
 in-context example) reuses it with Sokoban's own prompt template and a 2-step sliding-window memory.
 

@@ -1,4 +1,5 @@
-"""The LoRA tuned example, shrunk to the tiny model: one iteration trains and syncs only adapter weights."""
+"""The main job trains LoRA adapters (its LoRA settings on the tiny model: one iteration trains and syncs only
+adapter weights); numberline_gigpo_full.py is the same job on full weights."""
 
 from __future__ import annotations
 
@@ -11,8 +12,15 @@ from tests.algorithms.conftest import TUNED_EXAMPLES, learner_weights, make_grou
 pytestmark = pytest.mark.usefixtures("ray_session")
 
 
+def test_full_weights_example_is_the_main_job_without_adapters():
+    config, _ = load_tuned_example(TUNED_EXAMPLES / "numberline_gigpo_full.py")
+    main, _ = load_tuned_example(TUNED_EXAMPLES / "numberline_gigpo.py")
+    assert config.llm_model["lora"] is None and main.llm_model["lora"] is not None
+    assert config.lr < main.lr and config.env_config == main.env_config and config.group_size == main.group_size
+
+
 def test_lora_example_trains_and_syncs_only_the_adapters():
-    config, stop = load_tuned_example(TUNED_EXAMPLES / "numberline_gigpo_lora.py")
+    config, stop = load_tuned_example(TUNED_EXAMPLES / "numberline_gigpo.py")
     model = config.llm_model
     assert model["name_or_path"] == "smollm2-135m-instruct" and stop["training_iteration"] >= 1
     assert model["lora"]["r"] == 16 and model["lora"]["lora_alpha"] == 32
