@@ -31,7 +31,14 @@ from ray.rllib.utils.checkpoints import Checkpointable
 from ray.rllib.utils.framework import get_device
 
 from rllib_llm.action_parsing import parse_action
-from rllib_llm.env_connectors.prompts import FEW_SHOT_KEY, RESPONSE_PREFIX_KEY, IMAGES, PROMPT_IDS, TASK_KEY, TEMPLATE_KEY
+from rllib_llm.env_connectors.prompts import (
+    FEW_SHOT_KEY,
+    IMAGES,
+    PROMPT_IDS,
+    RESPONSE_PREFIX_KEY,
+    TASK_KEY,
+    TEMPLATE_KEY,
+)
 from rllib_llm.envs.registry import make_env
 from rllib_llm.generation import GenerationBackend, SamplingParams, make_backend
 from rllib_llm.models import ModelSpec

@@ -37,7 +37,7 @@ from ray.rllib.utils.framework import get_device
 
 from rllib_llm.action_parsing import parse_action
 from rllib_llm.env_connectors.memory import INVALID_ACTION
-from rllib_llm.env_connectors.prompts import FEW_SHOT_KEY, RESPONSE_PREFIX_KEY, PROMPT_IDS, TASK_KEY, TEMPLATE_KEY
+from rllib_llm.env_connectors.prompts import FEW_SHOT_KEY, PROMPT_IDS, RESPONSE_PREFIX_KEY, TASK_KEY, TEMPLATE_KEY
 from rllib_llm.env_runner import (
     ANCHOR,
     ENV_REWARD,
