@@ -15,7 +15,7 @@ verl-agent plots it); with ``--eval-seeds N`` (medium: the main job's, large: 32
 held-out seeds is measured before the first and after the last iteration. Wall-clock is the time spent in
 ``algo.train()`` (building and evaluation excluded). ``--size``: small (3 iterations of 2 groups x 2
 envs), medium (the main job's groups, iterations and held-out seeds, read from the tuned example: 3 x 4,
-8 iterations, 24 seeds when this was written), large (30 iterations of 4 x 8), or a number of iterations
+16 iterations, 64 seeds now), large (30 iterations of 4 x 8), or a number of iterations
 at the small group sizes. Writes benchmarks/results/learning[_<env>].json and .png.
 """
 
