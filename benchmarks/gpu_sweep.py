@@ -82,6 +82,8 @@ TOKENS: list[tuple[str, Callable[..., Any]]] = [
     (r"clip" + _NUMBER, lambda c, v: c.training(clip_ratio_low=float(v), clip_ratio_high=float(v))),
     (r"ep(\d+)", lambda c, v: c.training(num_epochs=int(v))),
     (r"mb(\d+)", lambda c, v: c.training(minibatch_size=int(v))),
+    (r"mball", lambda c: c.training(minibatch_size=None)),  # the whole batch: one optimizer step per epoch
+    (r"micro(\d+)", lambda c, v: c.training(micro_batch_size=int(v))),
     (r"g(\d+)x(\d+)", lambda c, g, n: c.group_rollouts(num_groups=int(g), group_size=int(n))),
     (r"T" + _NUMBER, lambda c, v: c.generation(temperature=float(v))),
     (r"away" + _NUMBER + "?", lambda c, v: c.environment(env_config={**c.env_config, "away_penalty": -float(v or 1)})),

@@ -38,7 +38,8 @@ config = (
     .multi_agent(policies={"team"}, policy_mapping_fn=AgentToModule(default="team"))
     .agents(agent_env_to_module={"solver": role(SOLVER), "verifier": role(VERIFIER)}, advantage_grouping="agent")
     .generation(temperature=1.0, max_new_tokens=24, stop=["</action>"])
-    .group_rollouts(group_size=4, num_groups=4, max_episode_steps=8, invalid_action_penalty=0.1)
+    .group_rollouts(group_size=4, num_groups=4, max_episode_steps=8, invalid_action_penalty=0.1,
+                    response_prefix="<action>")
     .training(lr=5e-5, gamma=0.95, step_advantage_weight=1.0, minibatch_size=32, num_epochs=1)
     .evaluation(evaluation_num_seeds=16)
     .debugging(seed=0)

@@ -46,7 +46,8 @@ config = (
         ]
     )
     .generation(temperature=1.0, max_new_tokens=10, stop=["</action>"])
-    .group_rollouts(group_size=4, num_groups=4, max_episode_steps=16, invalid_action_penalty=0.1, few_shot=[EXAMPLE])
+    .group_rollouts(group_size=4, num_groups=4, max_episode_steps=16, invalid_action_penalty=0.1, few_shot=[EXAMPLE],
+                    response_prefix="<action>")
     .agents(advantage_grouping="agent")
     .training(lr=1e-4, minibatch_size=32, num_epochs=1)
     .evaluation(evaluation_num_seeds=16)

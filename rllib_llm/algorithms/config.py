@@ -100,6 +100,10 @@ class LLMConfig(AlgorithmConfig):
         self.gamma = 0.95
         self.grad_clip = 1.0
         self.weight_decay = 0.0
+        #: Rows per forward/backward pass of the Learner (None: the whole minibatch at once). A minibatch's
+        #: micro-batches accumulate their gradients into one optimizer step, weighted so the step equals the
+        #: whole minibatch's (verl's ppo_micro_batch_size_per_gpu, TRL's gradient accumulation).
+        self.micro_batch_size: int | None = None
         self.advantage_estimator = "gigpo"
         self.step_advantage_weight = 1.0
         self.advantage_norm = "std"
@@ -240,6 +244,7 @@ class LLMConfig(AlgorithmConfig):
         overlong_buffer_len: int = NotProvided,
         overlong_penalty_factor: float = NotProvided,
         weight_decay: float = NotProvided,
+        micro_batch_size: int | None = NotProvided,
         **kwargs: Any,
     ) -> LLMConfig:
         """RLlib's training settings plus the advantage/loss settings of the LLM algorithms.
@@ -247,7 +252,8 @@ class LLMConfig(AlgorithmConfig):
         ``clip_param`` sets both clip ratios; ``clip_ratio_high > clip_ratio_low`` is DAPO's clip-higher.
         Estimators (``advantage_estimator``): ``grpo``, ``gigpo``, ``rloo``, ``reinforce_pp``, ``gae``
         (PPO with a critic); policy losses (``policy_loss``): ``ppo`` (token ratios), ``gspo`` (sequence
-        ratios). See notes/algorithms.md for every field.
+        ratios). ``micro_batch_size`` bounds the rows of one forward/backward pass (gradient accumulation
+        within a minibatch: memory, not the update, changes). See notes/algorithms.md for every field.
         """
         super().training(**kwargs)
         if clip_param is not NotProvided:
@@ -279,6 +285,7 @@ class LLMConfig(AlgorithmConfig):
             overlong_buffer_len=overlong_buffer_len,
             overlong_penalty_factor=overlong_penalty_factor,
             weight_decay=weight_decay,
+            micro_batch_size=micro_batch_size,
         )
         return self
 
@@ -416,6 +423,7 @@ class LLMConfig(AlgorithmConfig):
         # Settings nothing downstream checks before they fail deep inside a Ray actor.
         flag("gradient_checkpointing")
         number("weight_decay", 0)
+        number("micro_batch_size", 1, optional=True, integer=True)
         number("grad_clip", 0, optional=True, low_open=True)
         number("evaluation_seed_offset", 0, integer=True)
         if not isinstance(self.lr, list):  # a list is an RLlib lr schedule, which RLlib checks

@@ -1,21 +1,78 @@
-"""The Learner: the configured policy loss, plus optional value loss, KL to the reference and entropy bonus."""
+"""The Learner: the configured policy loss, plus optional value loss, KL to the reference and entropy bonus;
+optionally over micro-batches whose gradients accumulate into one optimizer step per minibatch."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 from ray.rllib.core.learner.torch.torch_learner import TorchLearner
 
 from rllib_llm.algorithms.learner_connectors import OLD_VALUES, VALUE_TARGETS
-from rllib_llm.algorithms.losses import POLICY_LOSSES, aggregate, kl_penalty, value_loss
+from rllib_llm.algorithms.losses import POLICY_LOSSES, aggregate, aggregate_weight, kl_penalty, value_loss
 from rllib_llm.rl_module import ENTROPY, LOGP, VALUES
+
+
+@dataclass(frozen=True)
+class LossShares:
+    """A micro-batch's share of its minibatch for each way a loss term averages: the policy loss and KL
+    (over ``loss_agg_mode``'s units), the entropy (over tokens) and the value loss (over rows). Each term of
+    the micro-batch's loss is scaled by its share, so the micro-batches' gradients sum to the minibatch's."""
+
+    agg: float = 1.0
+    tokens: float = 1.0
+    rows: float = 1.0
+
+
+WHOLE = LossShares()
+
+
+def _share(part: float, whole: float) -> float:
+    return part / whole if whole > 0 else 0.0
+
+
+def micro_batches(
+    batch: dict[str, dict[str, Any]], size: int, agg: str
+) -> Iterator[tuple[dict[str, dict[str, Any]], dict[str, LossShares]]]:
+    """Consecutive chunks of ``size`` rows of every module's columns (the i-th chunks of all modules go
+    together; a module out of rows sits the rest out), each with its modules' :class:`LossShares`."""
+    rows = {mid: len(columns["response_mask"]) for mid, columns in batch.items()}
+    for start in range(0, max(rows.values(), default=0), size):
+        micro: dict[str, dict[str, Any]] = {}
+        shares: dict[str, LossShares] = {}
+        for mid, columns in batch.items():
+            if start >= rows[mid]:
+                continue
+            micro[mid] = {
+                key: value[start : start + size] if _is_row_column(value, rows[mid]) else value
+                for key, value in columns.items()
+            }
+            mask, full = micro[mid]["response_mask"], columns["response_mask"]
+            shares[mid] = LossShares(
+                agg=_share(aggregate_weight(mask, agg), aggregate_weight(full, agg)),
+                tokens=_share(aggregate_weight(mask), aggregate_weight(full)),
+                rows=len(mask) / rows[mid],
+            )
+        yield micro, shares
+
+
+def _is_row_column(value: Any, rows: int) -> bool:
+    return torch.is_tensor(value) and value.dim() > 0 and value.shape[0] == rows
 
 
 class LLMLearner(TorchLearner):
     """TorchLearner for every rllib-llm algorithm: ``policy_loss`` (PPO token-ratio or GSPO sequence-ratio
     clipped surrogate) over response tokens; with a critic (GAE) the clipped value loss on the value at each
-    step's last prompt token."""
+    step's last prompt token. With ``micro_batch_size`` a minibatch larger than it is forwarded and
+    back-propagated in chunks of that many rows, and the optimizer steps once on the summed gradients: the
+    same update, the activation memory of one chunk."""
+
+    def build(self) -> None:
+        super().build()
+        self._shares: dict[str, LossShares] = {}  # set while micro-batching, empty otherwise
+        self._micro_stats: dict[str, dict[str, float]] = {}
 
     def configure_optimizers_for_module(self, module_id: str, config: Any = None) -> None:
         module = self._module[module_id]
@@ -23,7 +80,37 @@ class LLMLearner(TorchLearner):
         optimizer = torch.optim.AdamW(params, weight_decay=config.weight_decay)
         self.register_optimizer(module_id=module_id, optimizer=optimizer, params=params, lr_or_lr_schedule=config.lr)
 
+    def _uncompiled_update(self, batch: dict, **kwargs: Any):
+        size = self.config.micro_batch_size
+        if not size or all(len(columns["response_mask"]) <= size for columns in batch.values()):
+            return super()._uncompiled_update(batch, **kwargs)
+        self._compute_off_policyness(batch)
+        for optimizer in self._optimizer_parameters:
+            optimizer.zero_grad(set_to_none=True)
+        totals: dict[str, torch.Tensor] = {}
+        fwd_out: dict[str, Any] = {}
+        try:
+            for micro, shares in micro_batches(batch, size, self.config.loss_agg_mode):
+                self._shares = shares
+                fwd_out = self.module.forward_train(micro)
+                losses = self.compute_losses(fwd_out=fwd_out, batch=micro)
+                scaled = [self._grad_scalers[m].scale(v) if self._grad_scalers else v for m, v in losses.items()]
+                total = sum(scaled)
+                if torch.is_tensor(total) and total.requires_grad:
+                    total.backward()
+                for mid, loss in losses.items():
+                    totals[mid] = totals.get(mid, 0.0) + loss.detach()
+        finally:
+            self._shares = {}
+        for mid, stats in self._micro_stats.items():
+            self.metrics.log_dict(stats, key=mid, window=1)
+        self._micro_stats = {}
+        gradients = {pid: p.grad for pid, p in self._params.items() if p.grad is not None}
+        self.apply_gradients(self.postprocess_gradients(gradients))
+        return fwd_out, totals, {}
+
     def compute_loss_for_module(self, *, module_id: str, config: Any, batch: dict, fwd_out: dict) -> torch.Tensor:
+        shares = self._shares.get(module_id, WHOLE)
         mask = batch["response_mask"]
         logp = fwd_out[LOGP]
         loss, stats = POLICY_LOSSES[config.policy_loss](
@@ -37,20 +124,26 @@ class LLMLearner(TorchLearner):
             clip_ratio_c=config.clip_ratio_c,
         )
         stats["policy_loss"] = loss.detach()
+        loss = shares.agg * loss
         if VALUE_TARGETS in batch:
             vf_loss, vf_stats = value_loss(
                 fwd_out[VALUES][:, 0], batch[OLD_VALUES], batch[VALUE_TARGETS], config.vf_clip_param
             )
-            loss = loss + config.vf_loss_coeff * vf_loss
+            loss = loss + config.vf_loss_coeff * shares.rows * vf_loss
             stats.update(vf_stats, vf_loss=vf_loss.detach())
         if config.kl_coeff > 0:
             ref_logp = self.module[module_id].unwrapped().reference_logprobs(batch)
             kl = aggregate(kl_penalty(logp, ref_logp, config.kl_estimator), mask, config.loss_agg_mode)
-            loss = loss + config.kl_coeff * kl
+            loss = loss + config.kl_coeff * shares.agg * kl
             stats["kl"] = kl.detach()
         entropy = aggregate(fwd_out[ENTROPY], mask, "token-mean")
         stats["entropy"] = entropy.detach()
         if config.entropy_coeff:
-            loss = loss - config.entropy_coeff * entropy
-        self.metrics.log_dict({k: float(v) for k, v in stats.items()}, key=module_id, window=1)
+            loss = loss - config.entropy_coeff * shares.tokens * entropy
+        if self._shares:  # a micro-batch: the minibatch's stats are the token-weighted means over its chunks
+            logged = self._micro_stats.setdefault(module_id, {})
+            for key, value in stats.items():
+                logged[key] = logged.get(key, 0.0) + shares.tokens * float(value)
+        else:
+            self.metrics.log_dict({k: float(v) for k, v in stats.items()}, key=module_id, window=1)
         return loss

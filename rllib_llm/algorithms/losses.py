@@ -33,6 +33,15 @@ def aggregate(values: torch.Tensor, mask: torch.Tensor, mode: str = "token-mean"
     return (per_seq * has_tokens).sum() / has_tokens.sum().clamp(min=1)
 
 
+def aggregate_weight(mask: torch.Tensor, mode: str = "token-mean") -> float:
+    """What :func:`aggregate` divides by: the response tokens (``token-mean``) or the sequences that have
+    tokens (``seq-mean-*``). A micro-batch's aggregate, times its share of the minibatch's weight, sums to
+    the minibatch's aggregate."""
+    if mode == "token-mean":
+        return float(mask.sum())
+    return float((mask.sum(-1) > 0).sum())
+
+
 def _clipped_surrogate(
     ratio: torch.Tensor,
     log_ratio: torch.Tensor,

@@ -156,3 +156,28 @@ def test_trajectory_records_are_one_per_agent(coordination_runner):
     for record in records:
         assert record["seed"] == 13 and record["return"] == 2.0 and len(record["steps"]) == 2
         assert record["steps"][0]["action"] == "3" and "round 1" in record["steps"][0]["prompt"]
+
+
+def test_response_prefix_is_prefilled_for_every_agent():
+    """``response_prefix="<action>"``: each agent's prompt ends with the prefix's ids and its move is parsed
+    from prefix + reply (the reply alone, "5</action>", holds no action)."""
+    from rllib_llm.env_connectors.prompts import response_prefix_ids
+
+    def bare_move(prompt: str) -> str:
+        return first_legal_move(prompt).removeprefix("<action>")
+
+    runners = {}
+    for prefix in ("<action>", ""):
+        config = tiny_multi_agent_config(env_config={"opening_moves": 2}, max_episode_steps=6)
+        config.group_rollouts(response_prefix=prefix)
+        config.validate()
+        runners[prefix] = LLMMultiAgentEnvRunner(config=config)
+        scripted(runners[prefix], bare_move)
+    prefix_ids = response_prefix_ids(runners["<action>"].module["x"].tokenizer, "<action>")
+    assert prefix_ids
+    for ep in runners["<action>"].sample(seeds=[5]):
+        for agent in ep.agent_episodes.values():
+            assert all(list(p)[-len(prefix_ids):] == prefix_ids for p in agent.get_extra_model_outputs(PROMPT))
+            assert all(agent.get_extra_model_outputs(VALID))
+    for ep in runners[""].sample(seeds=[5]):
+        assert not any(v for a in ep.agent_episodes.values() for v in a.get_extra_model_outputs(VALID))
