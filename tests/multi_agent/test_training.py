@@ -30,12 +30,13 @@ def tiny(path: str, **group_rollouts):
     )
 
 
-def random_legal_move(seed: int):
+def random_legal_move(seed: int, response_prefix: str = ""):
+    """A random legal move; the reply leaves out what the prompt already prefilled (e.g. "<action>")."""
     rng = random.Random(seed)
 
     def policy(prompt: str) -> str:
         moves = prompt.rsplit("Legal moves: ", 1)[-1].split(".")[0].split(", ")
-        return f"<action>{rng.choice(moves)}</action>"
+        return f"<action>{rng.choice(moves)}</action>".removeprefix(response_prefix)
 
     return policy
 
@@ -56,7 +57,9 @@ def test_one_iteration_trains_both_players_and_syncs_them_to_the_env_runner(algo
     """Scripted random legal moves (the tiny model never writes one), so both players act and games differ."""
     runner = algo.env_runner
     for i, module_id in enumerate(("x_player", "o_player")):
-        runner.backends[module_id] = PolicyBackend(runner.module[module_id].tokenizer, random_legal_move(i))
+        runner.backends[module_id] = PolicyBackend(
+            runner.module[module_id].tokenizer, random_legal_move(i, algo.config.response_prefix)
+        )
     before = {m: {k: v.copy() for k, v in learner_weights(algo, m).items()} for m in ("x_player", "o_player")}
     result = algo.train()
     env = result["env_runners"]
