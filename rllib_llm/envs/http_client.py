@@ -1,18 +1,24 @@
 """A small stdlib HTTP client for the env adapters that talk to servers (retrieval, WebShop, AppWorld).
 
-Why stdlib: the envs must not drag in an HTTP stack. Connection failures, timeouts and 5xx answers are
-retried with exponential backoff; then :class:`ServerUnavailableError` says which server could not be reached
-and how to start it. 4xx answers are not retried (:class:`ServerRequestError`).
+Why stdlib: the envs must not drag in an HTTP stack. Connection failures, timeouts, 5xx answers and the
+transient 4xx ones (408, 409, 429) are retried with jittered exponential backoff, honouring ``Retry-After``
+(:mod:`rllib_llm.retry`); then :class:`ServerUnavailableError` says which server could not be reached and how
+to start it. Other 4xx answers are not retried (:class:`ServerRequestError`).
 """
 
 from __future__ import annotations
 
 import json
+import random
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
 from typing import Any
+
+from rllib_llm.retry import RETRY_STATUSES, backoff_delay, retry_after
+
+_RNG = random.Random()
 
 
 class ServerUnavailableError(ConnectionError):
@@ -31,28 +37,34 @@ def request(
     timeout: float = 10.0,
     retries: int = 3,
     backoff: float = 0.5,
+    backoff_max: float = 30.0,
     what: str = "server",
     hint: str = "",
 ) -> tuple[bytes, str]:
-    """GET ``url`` (or POST ``json_body``/``form``); returns (body, final url after redirects)."""
+    """GET ``url`` (or POST ``json_body``/``form``); returns (body, final url after redirects).
+
+    Retry ``k`` (from 0) waits the server's ``Retry-After`` if it sent one, else ``backoff * 2**k`` capped at
+    ``backoff_max`` and scaled by a jitter in [0.5, 1]."""
     data, headers = None, {}
     if json_body is not None:
         data, headers = json.dumps(json_body).encode(), {"Content-Type": "application/json"}
     elif form is not None:
         data, headers = urllib.parse.urlencode(form).encode(), {"Content-Type": "application/x-www-form-urlencoded"}
     last: Exception | None = None
+    delay: float | None = None
     for attempt in range(retries + 1):
         if attempt:
-            time.sleep(backoff * 2 ** (attempt - 1))
+            time.sleep(delay if delay is not None else backoff_delay(attempt - 1, backoff, backoff_max, _RNG))
+        delay = None
         req = urllib.request.Request(url, data=data, headers=headers, method="POST" if data is not None else "GET")
         try:
             with urllib.request.urlopen(req, timeout=timeout) as resp:
                 return resp.read(), resp.geturl()
         except urllib.error.HTTPError as e:
             body = e.read().decode(errors="replace")[:500]
-            if e.code < 500:
+            if e.code < 500 and e.code not in RETRY_STATUSES:
                 raise ServerRequestError(f"{what} at {url} rejected the request ({e.code}): {body}") from None
-            last = e
+            last, delay = e, retry_after(e.headers)
         except (urllib.error.URLError, ConnectionError, TimeoutError, OSError) as e:
             last = e
     raise ServerUnavailableError(

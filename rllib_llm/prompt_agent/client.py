@@ -21,12 +21,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from rllib_llm.retry import RETRY_STATUSES, backoff_delay, retry_after
+
 logger = logging.getLogger(__name__)
-
-RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
-#: Longest server-requested wait (``Retry-After``) honoured, in seconds.
-MAX_RETRY_AFTER = 300.0
-
 
 class APIError(RuntimeError):
     """A request that failed for good (after retries, or at once for a non-transient status)."""
@@ -80,20 +77,6 @@ class ChatResult:
     finish_reason: str
     usage: dict[str, Any] = field(default_factory=dict)
     attempts: int = 1
-
-
-def backoff_delay(attempt: int, base: float, cap: float, rng: random.Random) -> float:
-    """``min(cap, base * 2**attempt)`` scaled by a jitter in [0.5, 1] ("equal jitter"): clients that
-    failed together do not retry together."""
-    return min(cap, base * 2**attempt) * (0.5 + 0.5 * rng.random())
-
-
-def _retry_after(headers: Any) -> float | None:
-    try:
-        value = headers.get("Retry-After") if headers is not None else None
-        return max(0.0, float(value)) if value is not None else None
-    except (TypeError, ValueError):  # an HTTP date: fall back to our backoff
-        return None
 
 
 class ChatClient:
@@ -183,8 +166,7 @@ class ChatClient:
                 if e.code not in RETRY_STATUSES:
                     self._count("failures")
                     raise error from e
-                delay = _retry_after(e.headers)
-                delay = None if delay is None else min(delay, MAX_RETRY_AFTER)
+                delay = retry_after(e.headers)
             except (urllib.error.URLError, TimeoutError, ConnectionError) as e:
                 error = APIError(f"{type(e).__name__} calling {self.url}: {getattr(e, 'reason', e)}")
             else:

@@ -9,9 +9,9 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-# handler(method, path, body) -> (status, payload); dict/list payloads are sent as JSON, str as HTML
-# (for a 3xx status the str is the Location to redirect to).
-Handler = Callable[[str, str, bytes], tuple[int, Any]]
+# handler(method, path, body) -> (status, payload) or (status, payload, headers); dict/list payloads are sent
+# as JSON, str as HTML (for a 3xx status the str is the Location to redirect to).
+Handler = Callable[[str, str, bytes], tuple[Any, ...]]
 
 
 def free_port() -> int:
@@ -32,7 +32,8 @@ class FakeServer:
             def _serve(self, method: str) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 outer.requests.append((method, self.path, body))
-                status, payload = outer.handler(method, self.path, body)
+                status, payload, *extra = outer.handler(method, self.path, body)
+                headers: dict[str, str] = extra[0] if extra else {}
                 if 300 <= status < 400:
                     self.send_response(status)
                     self.send_header("Location", payload)
@@ -44,6 +45,8 @@ class FakeServer:
                 else:
                     data, ctype = json.dumps(payload).encode(), "application/json"
                 self.send_response(status)
+                for name, value in headers.items():
+                    self.send_header(name, value)
                 self.send_header("Content-Type", ctype)
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import random
 import socket
 import subprocess
 import sys
@@ -14,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from rllib_llm.envs import http_client
 from rllib_llm.envs.appworld.client import AppWorldClient
-from rllib_llm.envs.http_client import ServerUnavailableError
+from rllib_llm.envs.http_client import ServerRequestError, ServerUnavailableError
 from rllib_llm.envs.search import RetrieverClient, serve_retriever
 from tests.envs.fake_http import FakeServer
 
@@ -73,20 +75,51 @@ def test_a_hung_server_times_out_and_is_reported_by_name(call):
     assert server.url in message and "after 2 attempts" in message and "\n" not in message
 
 
-def test_retries_back_off_exponentially():
-    attempts: list[float] = []
+class _FixedJitter(random.Random):
+    """random() always 1.0: the jitter factor is then exactly 1 and the waits are the bare backoff."""
+
+    def random(self) -> float:
+        return 1.0
+
+
+def _timed_handler(answers):
+    """A handler replaying ``answers`` (status, payload[, headers]) in order, recording when each came."""
+    times: list[float] = []
 
     def handler(method, path, body):
-        attempts.append(time.perf_counter())
-        if len(attempts) <= 3:
-            return 503, {"error": "busy"}
-        return 200, {"result": [[{"document": {"id": "1", "title": "T", "text": "x"}, "score": 1.0}]]}
+        times.append(time.perf_counter())
+        return answers[min(len(times), len(answers)) - 1]
 
+    return handler, times
+
+
+HIT = (200, {"result": [[{"document": {"id": "1", "title": "T", "text": "x"}, "score": 1.0}]]})
+
+
+def test_retries_back_off_exponentially(monkeypatch):
+    monkeypatch.setattr(http_client, "_RNG", _FixedJitter())
+    handler, times = _timed_handler([(503, {"error": "busy"})] * 3 + [HIT])
     with FakeServer(handler) as server:
         hits = RetrieverClient(server.url, retries=3, backoff=0.1).retrieve(["x"], 1)
     assert hits[0][0]["title"] == "T"
-    gaps = [b - a for a, b in zip(attempts, attempts[1:], strict=False)]
+    gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
     assert len(gaps) == 3 and gaps[0] >= 0.1 and gaps[1] >= 0.2 and gaps[2] >= 0.4
+
+
+def test_rate_limited_answers_are_retried_after_the_servers_retry_after():
+    handler, times = _timed_handler([(429, {"error": "slow down"}, {"Retry-After": "0.4"}), (429, {}), HIT])
+    with FakeServer(handler) as server:
+        hits = RetrieverClient(server.url, retries=2, backoff=0.01).retrieve(["x"], 1)
+    assert hits[0][0]["title"] == "T" and len(times) == 3
+    assert times[1] - times[0] >= 0.4  # the server's wait, not our 0.01 s backoff
+    assert times[2] - times[1] < 0.3  # no Retry-After: back to the (jittered) 0.01 s backoff
+
+
+def test_a_client_error_is_not_retried_and_names_the_status():
+    handler, times = _timed_handler([(404, {"error": "no such index"})])
+    with FakeServer(handler) as server, pytest.raises(ServerRequestError, match="404"):
+        RetrieverClient(server.url, retries=3, backoff=0.01).retrieve(["x"], 1)
+    assert len(times) == 1
 
 
 @pytest.mark.slow
