@@ -126,6 +126,21 @@ def episode_success(episode: SingleAgentEpisode) -> bool:
     return bool((episode.get_infos(-1) or {}).get("won", False))
 
 
+def prompt_fields(config: Any, env: Any, template: str, task: str, agent_id: str | None = None) -> dict[str, Any]:
+    """The per-episode fields the prompt connector reads (template, task, few-shot examples, reply prefix).
+
+    Few-shot examples come from the config, else the env; a dict of them is keyed by agent id."""
+    few_shot = config.few_shot if config.few_shot is not None else getattr(env, "few_shot", [])
+    if isinstance(few_shot, dict):
+        few_shot = few_shot.get(agent_id, [])
+    return {
+        TEMPLATE_KEY: template,
+        TASK_KEY: task,
+        FEW_SHOT_KEY: list(few_shot),
+        RESPONSE_PREFIX_KEY: config.response_prefix,
+    }
+
+
 def begin_group_rollout(
     runner: Any, seeds: list[int] | None, explore: bool, sampling: dict[str, Any] | None, group_size: int | None
 ) -> tuple[SamplingParams, list]:
@@ -264,15 +279,10 @@ class LLMEnvRunner(EnvRunner, Checkpointable):
         observation, info = self._reset(index, seed)
         env = self.envs[index]
         episode = SingleAgentEpisode(observations=[observation], infos=[info], len_lookback_buffer=0)
+        template = self.config.prompt_template or env.prompt_template
         episode.custom_data.update(
-            {
-                GROUP_ID: group_id,
-                SEED: seed,
-                TEMPLATE_KEY: self.config.prompt_template or env.prompt_template,
-                TASK_KEY: getattr(env, "task_description", ""),
-                FEW_SHOT_KEY: list(self.config.few_shot if self.config.few_shot is not None else getattr(env, "few_shot", [])),
-                RESPONSE_PREFIX_KEY: self.config.response_prefix,
-            }
+            {GROUP_ID: group_id, SEED: seed},
+            **prompt_fields(self.config, env, template, getattr(env, "task_description", "")),
         )
         return episode
 

@@ -67,16 +67,22 @@ class LLMAlgorithm(Algorithm):
                 inference_only=True,
             )
 
-    def evaluate_seeds(self, seeds: list[int] | None = None, explore: bool = False) -> dict[str, Any]:
-        """Success and valid-action rates over held-out seeds, one episode per seed (greedy by default)."""
+    def play_held_out(self, seeds: list[int] | None = None, explore: bool = False) -> list[Any]:
+        """One episode per held-out seed (default: the config's evaluation seeds), on the first remote
+        EnvRunner if there are any, else on the local one."""
         if seeds is None:
             offset, n = self.config.evaluation_seed_offset, self.config.evaluation_num_seeds
             seeds = list(range(offset, offset + n))
+
         def play(runner):
             return runner.sample(seeds=seeds, explore=explore, group_size=1)
 
         remote = self.env_runner_group.num_remote_env_runners() > 0
-        episodes = self.env_runner_group.foreach_env_runner(play, local_env_runner=not remote)[0]
+        return self.env_runner_group.foreach_env_runner(play, local_env_runner=not remote)[0]
+
+    def evaluate_seeds(self, seeds: list[int] | None = None, explore: bool = False) -> dict[str, Any]:
+        """Success and valid-action rates over held-out seeds, one episode per seed (greedy by default)."""
+        episodes = self.play_held_out(seeds, explore)
         valid = [v for ep in episodes for v in ep.get_extra_model_outputs(VALID)]
         return {
             "num_episodes": len(episodes),

@@ -474,12 +474,17 @@ class LLMConfig(AlgorithmConfig):
 
         return LLMLearner
 
+    def user_learner_connectors(self, input_observation_space, input_action_space) -> list:
+        """The pieces a user added through ``config.training(learner_connector=...)``, as a list (they run
+        after the advantages, before the token batch is built)."""
+        if self._learner_connector is None:
+            return []
+        user = self._learner_connector(input_observation_space, input_action_space)
+        return list(user) if isinstance(user, (list, tuple)) else [user]
+
     def build_learner_connector(self, input_observation_space, input_action_space, device=None):
         """Episodes -> flat steps -> [overlong penalty] -> advantages -> (user pieces) -> token batch -> tensors."""
-        user = []
-        if self._learner_connector is not None:
-            user = self._learner_connector(input_observation_space, input_action_space)
-            user = list(user) if isinstance(user, (list, tuple)) else [user]
+        user = self.user_learner_connectors(input_observation_space, input_action_space)
         return LearnerConnectorPipeline(
             connectors=[
                 FlattenSteps(),

@@ -23,15 +23,7 @@ class LLMMultiAgentAlgorithm(LLMAlgorithm):
         """Held-out seeds, one episode each (greedy by default): the overall rates the CLI prints, plus
         per-agent success, validity, return and length as flat ``agent_<id>/<name>`` numbers (the CLI
         logs every value as one number)."""
-        if seeds is None:
-            offset, n = self.config.evaluation_seed_offset, self.config.evaluation_num_seeds
-            seeds = list(range(offset, offset + n))
-
-        def play(runner):
-            return runner.sample(seeds=seeds, explore=explore, group_size=1)
-
-        remote = self.env_runner_group.num_remote_env_runners() > 0
-        episodes = self.env_runner_group.foreach_env_runner(play, local_env_runner=not remote)[0]
+        episodes = self.play_held_out(seeds, explore)
         stats = {}
         for key, value in rollout_stats(episodes).items():
             stats.update({f"{key}/{k}": v for k, v in value.items()} if isinstance(value, dict) else {key: value})

@@ -146,10 +146,7 @@ class MultiAgentLLMConfig(LLMConfig):
     def build_learner_connector(self, input_observation_space, input_action_space, device=None):
         """Agent episodes -> flat steps -> [overlong penalty] -> agent-wise advantages -> (user pieces) ->
         per-module token batches -> tensors."""
-        user = []
-        if self._learner_connector is not None:
-            user = self._learner_connector(input_observation_space, input_action_space)
-            user = list(user) if isinstance(user, (list, tuple)) else [user]
+        user = self.user_learner_connectors(input_observation_space, input_action_space)
         return LearnerConnectorPipeline(
             connectors=[
                 FlattenAgentSteps(grouping=self.advantage_grouping),

@@ -37,7 +37,7 @@ from ray.rllib.utils.framework import get_device
 
 from rllib_llm.action_parsing import parse_action
 from rllib_llm.env_connectors.memory import INVALID_ACTION
-from rllib_llm.env_connectors.prompts import FEW_SHOT_KEY, PROMPT_IDS, RESPONSE_PREFIX_KEY, TASK_KEY, TEMPLATE_KEY
+from rllib_llm.env_connectors.prompts import PROMPT_IDS
 from rllib_llm.env_runner import (
     ANCHOR,
     ENV_REWARD,
@@ -55,6 +55,7 @@ from rllib_llm.env_runner import (
     LLMEnvRunner,
     anchor_of,
     begin_group_rollout,
+    prompt_fields,
 )
 from rllib_llm.generation import SamplingParams, make_backend
 from rllib_llm.multi_agent.envs.base import agent_prompt_template, agent_task_description
@@ -274,21 +275,14 @@ class LLMMultiAgentEnvRunner(EnvRunner, Checkpointable):
         data = agent_episode.custom_data
         if GROUP_ID not in data:
             env = self.adapters[index].env
-            few_shot = self.config.few_shot if self.config.few_shot is not None else getattr(env, "few_shot", [])
-            if isinstance(few_shot, dict):
-                few_shot = few_shot.get(agent_id, [])
+            template = (
+                self.config.agent_prompts.get(agent_id)
+                or self.config.prompt_template
+                or agent_prompt_template(env, agent_id)
+            )
             data.update(
-                {
-                    GROUP_ID: episode.custom_data[GROUP_ID],
-                    SEED: episode.custom_data[SEED],
-                    AGENT_ID: agent_id,
-                    TEMPLATE_KEY: self.config.agent_prompts.get(agent_id)
-                    or self.config.prompt_template
-                    or agent_prompt_template(env, agent_id),
-                    TASK_KEY: agent_task_description(env, agent_id),
-                    FEW_SHOT_KEY: list(few_shot),
-                    RESPONSE_PREFIX_KEY: self.config.response_prefix,
-                }
+                {GROUP_ID: episode.custom_data[GROUP_ID], SEED: episode.custom_data[SEED], AGENT_ID: agent_id},
+                **prompt_fields(self.config, env, template, agent_task_description(env, agent_id), agent_id),
             )
         return agent_episode
 

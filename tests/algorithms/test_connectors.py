@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from ray.rllib.connectors.connector_v2 import ConnectorV2
 
 from rllib_llm.algorithms import DAPOConfig, GiGPOConfig, GRPOConfig, PPOConfig, ReinforcePlusPlusConfig
 from rllib_llm.algorithms.advantages import (
@@ -13,7 +14,8 @@ from rllib_llm.algorithms.advantages import (
     gae_advantages,
     reinforce_pp_advantages,
 )
-from rllib_llm.algorithms.learner_connectors import OLD_VALUES, VALUE_TARGETS, overlong_penalty
+from rllib_llm.algorithms.learner_connectors import OLD_VALUES, STEPS, VALUE_TARGETS, overlong_penalty
+from rllib_llm.multi_agent import MultiAgentGRPOConfig
 from tests.algorithms.conftest import make_episode, run_learner_connector, tiny_module
 
 
@@ -101,3 +103,29 @@ def test_overlong_penalty_changes_rewards_before_the_advantages(module):
     batch, steps = run_learner_connector(config, module, episodes)
     np.testing.assert_allclose(steps.rewards, [1.0, 0.0])
     np.testing.assert_allclose(batch["advantages"], [0.5, -0.5])
+
+
+class _DoubleAdvantages(ConnectorV2):
+    """A user's learner piece: it sees the advantages before the token batch is built."""
+
+    def __call__(self, *, rl_module, batch, episodes, explore=None, shared_data=None, metrics=None, **kwargs):
+        shared_data[STEPS].advantages = 2.0 * shared_data[STEPS].advantages
+        return batch
+
+
+def test_a_users_learner_connector_runs_between_the_advantages_and_the_token_batch(module):
+    plain, _ = run_learner_connector(tiny(GRPOConfig, advantage_norm="mean"), module, two_groups())
+    config = tiny(GRPOConfig, advantage_norm="mean", learner_connector=lambda obs, act: _DoubleAdvantages())
+    doubled, _ = run_learner_connector(config, module, two_groups())
+    np.testing.assert_allclose(doubled["advantages"], 2.0 * plain["advantages"])
+    assert plain["advantages"].any()
+
+
+def test_multi_agent_configs_take_a_list_of_user_learner_pieces():
+    pieces = [_DoubleAdvantages(), _DoubleAdvantages()]
+    config = MultiAgentGRPOConfig().training(learner_connector=lambda obs, act: pieces)
+    names = [type(c).__name__ for c in config.build_learner_connector(None, None).connectors]
+    assert names == [
+        "FlattenAgentSteps", "ComputeAgentAdvantages", "_DoubleAdvantages", "_DoubleAdvantages",
+        "StepsToModuleBatches", "NumpyToTensor",
+    ]

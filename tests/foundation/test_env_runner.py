@@ -1,8 +1,21 @@
 """The LLM EnvRunner: group resets, lock-step batched generation, per-step records."""
 
+from types import SimpleNamespace
+
 import pytest
 
-from rllib_llm.env_runner import ANCHOR, ENV_REWARD, GROUP_ID, OLD_LOGP, PROMPT, RESPONSE, VALID, LLMEnvRunner
+from rllib_llm.env_connectors.prompts import FEW_SHOT_KEY, RESPONSE_PREFIX_KEY, TASK_KEY, TEMPLATE_KEY
+from rllib_llm.env_runner import (
+    ANCHOR,
+    ENV_REWARD,
+    GROUP_ID,
+    OLD_LOGP,
+    PROMPT,
+    RESPONSE,
+    VALID,
+    LLMEnvRunner,
+    prompt_fields,
+)
 from rllib_llm.generation import GenerationOutput
 from tests.conftest import tiny_config
 
@@ -143,3 +156,19 @@ def test_response_prefix_is_prefilled_in_the_prompt_and_parsed_with_the_reply():
     episodes = plain.sample(seeds=[1])
     assert not any(v for ep in episodes for v in ep.get_extra_model_outputs(VALID))
     assert list(episodes[0].get_extra_model_outputs(PROMPT)[0])[-len(prefix_ids):] != prefix_ids
+
+
+def test_prompt_fields_take_few_shot_from_the_config_else_the_env_and_per_agent_from_a_dict():
+    env = SimpleNamespace(few_shot=[("env obs", "<action>+</action>")])
+    own = SimpleNamespace(few_shot=None, response_prefix="<action>")
+    fields = prompt_fields(own, env, "T {current_observation}", "task")
+    assert fields == {
+        TEMPLATE_KEY: "T {current_observation}",
+        TASK_KEY: "task",
+        FEW_SHOT_KEY: [("env obs", "<action>+</action>")],
+        RESPONSE_PREFIX_KEY: "<action>",
+    }
+    assert prompt_fields(SimpleNamespace(few_shot=[], response_prefix=""), env, "T", "")[FEW_SHOT_KEY] == []
+    per_agent = SimpleNamespace(few_shot={"solver": [("s", "r")]}, response_prefix="")
+    assert prompt_fields(per_agent, env, "T", "", "solver")[FEW_SHOT_KEY] == [("s", "r")]
+    assert prompt_fields(per_agent, env, "T", "", "verifier")[FEW_SHOT_KEY] == []
