@@ -8,7 +8,8 @@
     rllib-llm prompt-agent --env NumberLine --base-url URL --model NAME [--episodes N]
 
 A tuned example is a Python file exposing ``config`` (an LLMConfig) and optionally ``stop``
-(``{"training_iteration": N}``), as RLlib's tuned examples do. A training run writes ``DIR/checkpoint``,
+(``{"training_iteration": N}``, plus any result entry as a threshold, e.g. ``"time_total_s": 600`` or
+``"env_runners/success_rate": 0.9``; see :mod:`rllib_llm.stopping`), as RLlib's tuned examples do. A training run writes ``DIR/checkpoint``,
 ``progress.jsonl``, ``trajectories.jsonl`` and ``summary.json``, and logs params, metrics and the
 checkpoint to MLflow (``./mlruns`` unless ``--tracking-uri``; ``--no-tracking`` turns it off).
 """
@@ -49,6 +50,7 @@ from rllib_llm.resume import (
     run_info,
     save_checkpoint,
 )
+from rllib_llm.stopping import ITERATIONS, check_stop, stop_reason
 
 logger = logging.getLogger("rllib_llm")
 
@@ -273,7 +275,13 @@ def _tracking_for(
 
 def train_config(config: Any, stop: dict, args: argparse.Namespace, *, name: str, source: str) -> dict[str, Any]:
     """The training run behind ``rllib-llm train`` and ``python tuned_examples/x.py``."""
-    iterations = args.iterations or int(stop.get("training_iteration", 10))
+    try:
+        stop = check_stop(stop)
+    except ValueError as e:
+        raise UserError(f"{source}: {e}") from e
+    if getattr(args, "time_budget_s", None):
+        stop["time_total_s"] = float(args.time_budget_s)
+    iterations = args.iterations or int(stop.get(ITERATIONS, 10))
     if args.eval_seeds:
         config.evaluation(evaluation_num_seeds=args.eval_seeds)
     validate_config(config, source)
@@ -288,7 +296,7 @@ def train_config(config: Any, stop: dict, args: argparse.Namespace, *, name: str
         algo = config.build_algo()
         if resumed is not None:
             restore(algo, resumed)
-        summary = _train_loop(algo, args, iterations, output, tracking, source, resumed)
+        summary = _train_loop(algo, args, iterations, output, tracking, source, resumed, stop)
         status = "FINISHED"
         return summary
     except KeyboardInterrupt:
@@ -308,6 +316,7 @@ def _train_loop(
     tracking: Any,
     source: str,
     resumed: ResumePoint | None = None,
+    stop: dict[str, float] | None = None,
 ):
     from tqdm import tqdm
 
@@ -344,10 +353,20 @@ def _train_loop(
             recorder.flush(trajectories, i + 1)
             tracking.log_metrics(flatten_metrics(result), step=i + 1)
             bar.set_postfix(success=f"{values['success']:.2f}", valid=f"{values['valid']:.2f}")
+            try:
+                reason = stop_reason(stop or {}, result)
+            except ValueError as e:
+                raise UserError(f"{source}: {e}") from e
+            if reason is not None:
+                summary["stopped"] = f"after iteration {i + 1}: {reason}"
+                tqdm.write(f"Stopping {summary['stopped']}", file=sys.stdout)
+                break
             if args.checkpoint_every and (i + 1) % args.checkpoint_every == 0 and i + 1 < iterations:
                 save_checkpoint(algo, output, run_info(summary))
                 if args.log_checkpoints == "all":
                     tracking.log_artifact(checkpoint_dir, f"checkpoint_{i + 1:06d}")
+    bar.close()
+    summary["iterations_done"] = int(algo.iteration)
     checkpoint = save_checkpoint(algo, output, run_info(summary))
     summary["checkpoint"] = str(checkpoint)
     print(f"Checkpoint saved to {checkpoint}", flush=True)
@@ -358,7 +377,9 @@ def _train_loop(
         if "before" in summary:
             print(format_eval("Untrained policy", summary["before"]))
         print(format_eval("Trained policy  ", summary["after"]), flush=True)
-        tracking.log_metrics({f"eval/after_{k}": float(v) for k, v in summary["after"].items()}, step=iterations)
+        tracking.log_metrics(
+            {f"eval/after_{k}": float(v) for k, v in summary["after"].items()}, step=summary["iterations_done"]
+        )
     (output / SUMMARY_FILE).write_text(json.dumps(summary, indent=2))
     for file in (PROGRESS_FILE, TRAJECTORIES_FILE, SUMMARY_FILE):
         tracking.log_artifact(output / file)
@@ -498,6 +519,9 @@ def prompt_agent(args: argparse.Namespace) -> dict[str, Any]:
 def add_train_options(p: argparse.ArgumentParser) -> None:
     """The options of ``rllib-llm train`` after the tuned example (shared with :func:`run_example`)."""
     p.add_argument("--iterations", type=int, default=None, help="overrides stop['training_iteration']")
+    p.add_argument("--time-budget-s", type=float, default=None,
+                   help="also stop once training took this long (stop['time_total_s']); the final checkpoint "
+                        "and evaluation still run")
     p.add_argument("--output", default=None, help="run directory (default runs/<example>)")
     p.add_argument("--eval-seeds", type=int, default=None, help="held-out seeds evaluated before and after")
     p.add_argument("--no-eval", action="store_true", help="skip the before/after evaluation")

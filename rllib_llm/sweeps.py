@@ -19,6 +19,8 @@ import math
 from pathlib import Path
 from typing import Any
 
+from rllib_llm.stopping import ITERATIONS, check_stop
+
 logger = logging.getLogger(__name__)
 
 SUCCESS_METRIC = "env_runners/success_rate"
@@ -107,9 +109,11 @@ def run_sweep(
     tracking: bool = True,
     tracking_uri: str | None = None,
     checkpoint_at_end: bool = False,
+    stop: dict[str, Any] | None = None,
 ) -> Any:
     """Runs the grid with Tune (``tune.Tuner(config.algo_class, param_space=...)``), ``iterations``
-    training iterations per trial; returns Tune's ResultGrid."""
+    training iterations per trial, each stopped earlier by the other criteria of ``stop`` (a tuned example's
+    stop dict, :mod:`rllib_llm.stopping`); returns Tune's ResultGrid."""
     from ray import tune
 
     space = grid_param_space(config, grid)
@@ -121,7 +125,7 @@ def run_sweep(
         run_config=tune.RunConfig(
             name=name,
             storage_path=str(Path(storage_path).resolve()),
-            stop={"training_iteration": iterations},
+            stop={**check_stop(stop or {}), ITERATIONS: iterations},
             callbacks=callbacks,
             checkpoint_config=tune.CheckpointConfig(checkpoint_at_end=checkpoint_at_end),
             verbose=1,
@@ -201,13 +205,15 @@ def sweep_main(config: Any, grid: dict[str, list], stop: dict | None = None, arg
             config, base_stop = load_tuned_example(args.base)
             stop = {**(stop or {}), **base_stop}
         grid = {**grid, **parse_grid(args.grid)}
-        iterations = args.iterations or int((stop or {}).get("training_iteration", 10))
+        iterations = args.iterations or int((stop or {}).get(ITERATIONS, 10))
         name = args.name or (f"{Path(args.base).stem}_tune" if args.base else Path(sys.argv[0]).stem)
         grid_param_space(config, grid)  # validate before Ray starts
+        check_stop(stop or {})
         init_ray()
         results = run_sweep(
             config, grid, iterations=iterations, storage_path=args.storage, name=name,
             max_concurrent_trials=args.max_concurrent, tracking=not args.no_tracking, tracking_uri=args.tracking_uri,
+            stop=stop,
         )
     except (*USER_ERRORS, TrackingError) as e:
         print(f"{parser.prog}: error: {one_line(str(e))}", file=sys.stderr)

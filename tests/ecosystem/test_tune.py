@@ -26,3 +26,27 @@ def test_tune_grid_reports_every_trial_and_the_best_by_success_rate(tmp_path, ca
     runs = client.search_runs([client.get_experiment_by_name("tiny_sweep").experiment_id])
     assert len(runs) == 4 and {r.data.params["group_size"] for r in runs} == {"2", "4"}
     assert all(SUCCESS_METRIC in r.data.metrics for r in runs)
+
+
+def test_a_sweep_hands_the_tuned_examples_stop_criteria_to_tune(monkeypatch, tmp_path):
+    from ray import tune
+
+    from rllib_llm.cli import load_tuned_example
+    from rllib_llm.sweeps import run_sweep
+
+    seen = {}
+
+    class FakeTuner:
+        def __init__(self, trainable, *, param_space, tune_config, run_config):
+            seen["stop"] = run_config.stop
+
+        def fit(self):
+            return "results"
+
+    monkeypatch.setattr(tune, "Tuner", FakeTuner)
+    config, _ = load_tuned_example(TINY_EXAMPLE)
+    stop = {"training_iteration": 9, "time_total_s": 60, "env_runners/success_rate": 0.9}
+    assert run_sweep(config, {"lr": [1e-3]}, iterations=3, stop=stop, tracking=False, storage_path=tmp_path) == "results"
+    assert seen["stop"] == {"training_iteration": 3, "time_total_s": 60.0, "env_runners/success_rate": 0.9}
+    with pytest.raises(ValueError, match="must be a number"):
+        run_sweep(config, {"lr": [1e-3]}, iterations=3, stop={"time_total_s": "1m"}, tracking=False)
