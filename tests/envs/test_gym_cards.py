@@ -9,7 +9,7 @@ from rllib_llm.envs import make_env
 from rllib_llm.envs.gym_cards import BlackjackEnv, EZPointsEnv, Points24Env
 from rllib_llm.envs.gym_cards.blackjack import hand_value
 from rllib_llm.envs.gym_cards.cards import Card
-from rllib_llm.envs.gym_cards.formula import FormulaError, evaluate_formula, find_solution
+from rllib_llm.envs.gym_cards.formula import FormulaError, card_overlap, evaluate_formula, find_solution
 from tests.envs.conftest import check_step
 
 
@@ -193,3 +193,31 @@ def test_blackjack_seeded_deals_repeat() -> None:
     a, b = BlackjackEnv(), BlackjackEnv()
     assert a.reset(seed=9)[0] == b.reset(seed=9)[0]
     assert a.step("hit")[0] == b.step("hit")[0]
+
+
+@pytest.mark.parametrize(
+    ("used", "cards", "overlap"),
+    [
+        ([1, 3, 6, 7], [7, 6, 3, 1], 1.0),
+        ([1, 3, 6, 8], [1, 3, 6, 7], 0.75),  # one wrong number
+        ([7, 10], [1, 6, 7, 10], 0.5),  # two missing
+        ([1, 1, 7, 10], [1, 6, 7, 10], 0.75),  # a card used twice counts once
+        ([1, 2, 3, 4, 5, 6, 7, 8], [1, 2, 3, 4], 0.5),  # extra numbers lower it
+        ([], [1, 2, 3, 4], 0.0),
+    ],
+)
+def test_card_overlap_by_hand(used: list[int], cards: list[int], overlap: float) -> None:
+    assert card_overlap(used, cards) == overlap
+
+
+def test_points_env_reports_how_close_each_formula_was_to_the_cards() -> None:
+    env = Points24Env(max_steps=50)
+    env.reset(seed=3)
+    a, b, c, d = env.values
+    assert check_step(env.step(f"{a}+{b}+{c}+{d}"), valid=True)[4]["card_overlap"] == 1.0
+    assert check_step(env.step(f"{a}+{b}"), valid=False)[4]["card_overlap"] == 0.5
+    assert check_step(env.step(f"{a}+{b}+{c}+{d}+{d}"), valid=False)[4]["card_overlap"] == 0.8
+    assert check_step(env.step("(1+"), valid=False)[4]["card_overlap"] == 0.0  # no formula at all
+    with pytest.raises(FormulaError) as error:
+        evaluate_formula("2*3", [2, 3, 4], "+-*/")
+    assert error.value.numbers == [2, 3]

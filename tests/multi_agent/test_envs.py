@@ -141,3 +141,41 @@ def test_aec_adapter_observations_follow_the_turn_and_end_with_everyone():
     assert step.done and step.terminateds[ALL]
     assert set(step.observations) == {"player_1", "player_2"} and step.rewards == {"player_1": 1.0, "player_2": -1.0}
     assert adapter.agents_to_act() == []
+
+
+def test_points24_card_match_reward_pays_the_solver_for_formulas_closer_to_the_cards():
+    env = Points24SolverVerifierEnv(max_rounds=2, card_match_reward=0.2)
+    env.reset(seed=3)
+    a, b, c, d = env.game.values
+    env.step(f"{a}+{b}+{c}")  # three of the four cards: invalid, the solver tries again
+    assert env.agent_selection == "solver" and env.infos["solver"]["is_action_valid"] is False
+    assert env.rewards == {"solver": pytest.approx(0.15), "verifier": 0.0}
+    env.step("(((")  # no formula: nothing
+    assert env.rewards == {"solver": 0.0, "verifier": 0.0}
+    env.step(env.game.solution())  # exactly the cards
+    assert env.rewards == {"solver": pytest.approx(0.2), "verifier": 0.0} and env.agent_selection == "verifier"
+    env.step("accept")
+    assert env.rewards == {"solver": 1.0, "verifier": 1.0}
+    # PettingZoo's running sum since the solver last acted: its proposal's shaping plus the team's success.
+    assert env._cumulative_rewards["solver"] == pytest.approx(1.2)
+
+
+def test_points24_shaping_on_the_truncating_step_is_kept():
+    env = Points24SolverVerifierEnv(max_rounds=2, card_match_reward=0.5, max_steps=1)
+    env.reset(seed=3)
+    a, b, *_ = env.game.values
+    env.step(f"{a}+{b}")
+    assert all(env.truncations.values()) and env.rewards["solver"] == pytest.approx(0.25)
+
+
+def test_points24_refuses_a_negative_card_match_reward():
+    with pytest.raises(ValueError, match="card_match_reward"):
+        Points24SolverVerifierEnv(card_match_reward=-1.0)
+
+
+def test_points24_shaping_reaches_the_adapters_rewards():
+    adapter = PettingZooAdapter(make_multi_agent_env("Points24SolverVerifier", {"card_match_reward": 0.2}))
+    adapter.reset(seed=3)
+    a, b, c, _ = adapter.env.game.values
+    step = adapter.step({"solver": f"{a}+{b}+{c}"})
+    assert step.rewards["solver"] == pytest.approx(0.15) and not step.done

@@ -18,7 +18,21 @@ _FACES = {"A": 1, "J": 11, "Q": 12, "K": 13}
 
 
 class FormulaError(ValueError):
-    """The formula is not a well-formed use of the cards (the action is invalid)."""
+    """The formula is not a well-formed use of the cards (the action is invalid).
+
+    ``numbers``: the numbers a well-formed formula used when the only fault is the card check (else None)."""
+
+    def __init__(self, message: str, numbers: list[int] | None = None) -> None:
+        super().__init__(message)
+        self.numbers = numbers
+
+
+def card_overlap(numbers: Iterable[int], cards: Iterable[int]) -> float:
+    """How close a formula's numbers are to the cards: shared numbers (as multisets) over the larger of the two
+    counts, so 1.0 exactly when it uses each card once, and extra or missing numbers both lower it."""
+    used, dealt = sorted(numbers), sorted(cards)
+    shared = sum(min(used.count(n), dealt.count(n)) for n in set(used))
+    return shared / max(len(used), len(dealt), 1)
 
 
 def _normalise(text: str, face_values: dict[str, int]) -> str:
@@ -75,7 +89,9 @@ def evaluate_formula(
     numbers: list[int] = []
     value = _eval(tree.body, tuple(OPS[o] for o in ops), numbers)
     if sorted(numbers) != sorted(cards):
-        raise FormulaError(f"use each card exactly once (cards: {sorted(cards)}, formula uses {sorted(numbers)})")
+        raise FormulaError(
+            f"use each card exactly once (cards: {sorted(cards)}, formula uses {sorted(numbers)})", numbers
+        )
     return value
 
 

@@ -16,7 +16,7 @@ import numpy as np
 from rllib_llm.envs import rendering
 from rllib_llm.envs.base import TextEnv
 from rllib_llm.envs.gym_cards import cards as cardlib
-from rllib_llm.envs.gym_cards.formula import FormulaError, evaluate_formula, find_solution
+from rllib_llm.envs.gym_cards.formula import FormulaError, card_overlap, evaluate_formula, find_solution
 
 
 class CardFormulaEnv(TextEnv):
@@ -54,6 +54,8 @@ class CardFormulaEnv(TextEnv):
         self.steps = 0
         self.feedback = ""
         self.solved = False
+        #: How close the last formula's numbers were to the cards (:func:`card_overlap`; 0 for no formula).
+        self.card_overlap = 0.0
 
     def card_value(self, card: cardlib.Card) -> int:
         if card.rank == "A":
@@ -88,6 +90,7 @@ class CardFormulaEnv(TextEnv):
             "is_action_valid": valid,
             "won": self.solved,
             "anchor_obs": tuple(self.values),
+            "card_overlap": self.card_overlap,
             "prompt_slots": {
                 "game": self.GAME,
                 "target": self.TARGET,
@@ -103,7 +106,7 @@ class CardFormulaEnv(TextEnv):
             self.cards = cardlib.new_deck(self.np_random)[: self.NUM_CARDS]
             if self.solution() is not None:
                 break
-        self.steps, self.feedback, self.solved = 0, "", False
+        self.steps, self.feedback, self.solved, self.card_overlap = 0, "", False, 0.0
         self.task_description = f"Use the cards {cardlib.cards_text(self.cards)} to make {self.TARGET}."
         return self._obs(), self._info(True)
 
@@ -111,11 +114,12 @@ class CardFormulaEnv(TextEnv):
         if not self.cards:
             raise RuntimeError("Call reset() before step()")
         self.steps += 1
-        reward, valid = 0.0, True
+        reward, valid, self.card_overlap = 0.0, True, 1.0
         try:
             value = evaluate_formula(action, self.values, self.OPS, self._face_values())  # type: ignore[arg-type]
         except FormulaError as e:
             valid, self.feedback = False, f"Invalid formula ({e})."
+            self.card_overlap = card_overlap(e.numbers, self.values) if e.numbers is not None else 0.0
         else:
             self.solved = value == self.TARGET
             shown = str(value) if value.denominator == 1 else f"{value.numerator}/{value.denominator}"

@@ -106,9 +106,10 @@ class TextAECEnv(AECEnv):
         return {"won": self._won[agent], **self._agent_info(agent)}
 
     def _finish(self, rewards: dict[str, float], winners: tuple[str, ...] = (), truncated: bool = False) -> None:
-        """Ends the game: pays ``rewards``, marks ``winners`` as won, terminates (or truncates) every agent."""
+        """Ends the game: pays ``rewards`` (on top of what this step already paid), marks ``winners`` as won,
+        terminates (or truncates) every agent."""
         for agent in self.agents:
-            self.rewards[agent] = float(rewards.get(agent, 0.0))
+            self.rewards[agent] += float(rewards.get(agent, 0.0))
             self._won[agent] = agent in winners
             (self.truncations if truncated else self.terminations)[agent] = True
 

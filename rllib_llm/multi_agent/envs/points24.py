@@ -10,6 +10,11 @@ Dealing, formula checking and the exact-fraction arithmetic are the single-agent
 env holds as its game engine. A solver answer that is not a formula over the cards (unparseable, other
 numbers) is an invalid no-op: the solver tries again, with the parser's message. A verifier answer that is
 neither accept nor reject is invalid too: the verifier answers again.
+
+``card_match_reward`` (default 0: the game's own rewards only) shapes the solver's reward for small models
+that rarely write a formula over the right numbers: each well-formed formula pays the solver
+``card_match_reward * card_overlap`` at once (the share of the cards it used correctly; 1 for exactly the
+cards), so "closer to the cards" is rewarded before any formula is accepted.
 """
 
 from __future__ import annotations
@@ -56,12 +61,16 @@ class Points24SolverVerifierEnv(TextAECEnv):
         face_cards_as_10: bool = True,
         success_reward: float = 1.0,
         max_steps: int | None = None,
+        card_match_reward: float = 0.0,
     ) -> None:
         super().__init__(max_steps=max_steps if max_steps is not None else 4 * max_rounds)
         if max_rounds < 1:
             raise ValueError(f"max_rounds must be >= 1, got {max_rounds}")
         self.max_rounds = max_rounds
         self.success_reward = success_reward
+        if card_match_reward < 0:
+            raise ValueError(f"card_match_reward must be >= 0, got {card_match_reward}")
+        self.card_match_reward = card_match_reward
         self.game = Points24Env(max_steps=10**9, face_cards_as_10=face_cards_as_10)
         self.rounds = 0
         self.proposal: str | None = None
@@ -109,6 +118,7 @@ class Points24SolverVerifierEnv(TextAECEnv):
             self.solver_feedback = "Your last answer had no formula."
             return False, SOLVER
         _, _, correct, _, info = self.game.step(formula)
+        self.rewards[SOLVER] = self.card_match_reward * info["card_overlap"]
         if not info["is_action_valid"]:
             self.solver_feedback = self.game.feedback  # the parser's "Invalid formula (...)" message
             return False, SOLVER
