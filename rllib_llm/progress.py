@@ -147,8 +147,9 @@ def episode_record(episode: Any, iteration: int, render_prompt: Callable[[Any], 
 
 def format_trajectory(record: dict[str, Any], *, prompts: bool = True) -> str:
     """A trajectory record as readable text: a header line, then per step prompt/response/action/reward."""
+    agent = f"agent {record['agent_id']} (module {record['module_id']}), " if record.get("agent_id") else ""
     lines = [
-        f"=== iteration {record['iteration']}, group {record['group_id']}, seed {record['seed']}: "
+        f"=== iteration {record['iteration']}, {agent}group {record['group_id']}, seed {record['seed']}: "
         f"return {record['return']:.3f}, {'success' if record['success'] else 'no success'}, "
         f"{len(record['steps'])} step(s) ==="
     ]

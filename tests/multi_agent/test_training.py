@@ -129,3 +129,5 @@ def test_cli_trains_and_evaluates_a_multi_agent_example(tmp_path, capsys):
     assert "agent_player_1/valid_action_rate" in summary["after"]
     assert main(["evaluate", summary["checkpoint"], "--num-seeds", "2"]) == 0
     assert "over 2 held-out seeds" in capsys.readouterr().out
+    assert main(["show-trajectory", str(out), "--no-prompts"]) == 0
+    assert f"agent {records[0]['agent_id']} (module {records[0]['module_id']})" in capsys.readouterr().out
