@@ -23,6 +23,7 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
+import ray
 from ray.rllib.core import COMPONENT_RL_MODULE, DEFAULT_MODULE_ID
 from ray.rllib.env import INPUT_ENV_SINGLE_SPACES, INPUT_ENV_SPACES
 from ray.rllib.env.env_runner import EnvRunner
@@ -139,6 +140,15 @@ def prompt_fields(config: Any, env: Any, template: str, task: str, agent_id: str
         FEW_SHOT_KEY: list(few_shot),
         RESPONSE_PREFIX_KEY: config.response_prefix,
     }
+
+
+def module_weights(state: dict) -> dict | None:
+    """The RLModule weights in an EnvRunner state (None if absent). ``EnvRunnerGroup.sync_weights`` puts them
+    in Ray's object store once for all remote runners and sends each an ``ObjectRef``, which is resolved here."""
+    weights = state.get(COMPONENT_RL_MODULE)
+    if isinstance(weights, ray.ObjectRef):
+        weights = ray.get(weights)
+    return weights
 
 
 def begin_group_rollout(
@@ -408,8 +418,8 @@ class LLMEnvRunner(EnvRunner, Checkpointable):
         return state
 
     def set_state(self, state: dict) -> None:
-        if COMPONENT_RL_MODULE in state:
-            module_state = state[COMPONENT_RL_MODULE]
+        module_state = module_weights(state)
+        if module_state is not None:
             if DEFAULT_MODULE_ID in module_state:  # a MultiRLModule state from the LearnerGroup
                 module_state = module_state[DEFAULT_MODULE_ID]
             self.module.set_state(module_state)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any, ClassVar
 
 import numpy as np
@@ -19,6 +20,11 @@ from ray.rllib.utils.metrics import (
 )
 
 from rllib_llm.env_runner import RESPONSE, VALID, episode_success
+
+logger = logging.getLogger(__name__)
+
+#: Rollouts in a row without any episode after which training stops with an error.
+MAX_EMPTY_SAMPLES = 3
 
 
 class LLMAlgorithm(Algorithm):
@@ -41,11 +47,15 @@ class LLMAlgorithm(Algorithm):
                 worker_set=self.env_runner_group, _uses_new_env_runners=True, _return_metrics=True
             )
         self.metrics.aggregate(env_runner_results, key=ENV_RUNNER_RESULTS)
+        if episodes:
+            self._empty_samples = 0
+        else:
+            self._note_empty_sample()
         return episodes
 
     def training_step(self) -> None:
         episodes = self.sample_episodes()
-        if not episodes:
+        if not episodes:  # dynamic sampling found no informative group, or sampling failed (see below)
             return
         with self.metrics.log_time((TIMERS, LEARNER_UPDATE_TIMER)):
             learner_results = self.learner_group.update(
@@ -65,6 +75,21 @@ class LLMAlgorithm(Algorithm):
                 from_worker_or_learner_group=self.learner_group,
                 policies=set(learner_results[0].keys()) - {ALL_MODULES},
                 inference_only=True,
+            )
+
+    def _note_empty_sample(self) -> None:
+        """A rollout in which no EnvRunner returned an episode (every remote runner failed or is restarting)
+        trains nothing: say so, and stop after :data:`MAX_EMPTY_SAMPLES` such rollouts in a row rather than
+        "train" on without data."""
+        self._empty_samples = getattr(self, "_empty_samples", 0) + 1
+        logger.warning(
+            "No EnvRunner returned episodes in iteration %d (%d rollouts in a row); see the EnvRunner errors "
+            "above.", self.iteration + 1, self._empty_samples,
+        )
+        if self._empty_samples >= MAX_EMPTY_SAMPLES:
+            raise RuntimeError(
+                f"No EnvRunner returned episodes for {self._empty_samples} rollouts in a row: sampling is "
+                "failing (see the EnvRunner errors in the log); stopping instead of training on nothing."
             )
 
     def play_held_out(self, seeds: list[int] | None = None, explore: bool = False) -> list[Any]:

@@ -55,6 +55,7 @@ from rllib_llm.env_runner import (
     LLMEnvRunner,
     anchor_of,
     begin_group_rollout,
+    module_weights,
     prompt_fields,
 )
 from rllib_llm.generation import SamplingParams, make_backend
@@ -454,7 +455,7 @@ class LLMMultiAgentEnvRunner(EnvRunner, Checkpointable):
         return state
 
     def set_state(self, state: dict) -> None:
-        for module_id, module_state in (state.get(COMPONENT_RL_MODULE) or {}).items():
+        for module_id, module_state in (module_weights(state) or {}).items():
             if module_id in self.backends:
                 self.module[module_id].set_state(module_state)
                 self.backends[module_id].update_weights(module_state)

@@ -131,3 +131,24 @@ def test_cli_trains_and_evaluates_a_multi_agent_example(tmp_path, capsys):
     assert "over 2 held-out seeds" in capsys.readouterr().out
     assert main(["show-trajectory", str(out), "--no-prompts"]) == 0
     assert f"agent {records[0]['agent_id']} (module {records[0]['module_id']})" in capsys.readouterr().out
+
+
+def test_remote_env_runners_play_and_get_every_modules_weights():
+    config = tiny(TICTACTOE, max_episode_steps=4).env_runners(num_env_runners=1, num_cpus_per_env_runner=0.5)
+    algo = config.build_algo()
+    try:
+        result = algo.train()
+        assert {"agent_player_1"} <= set(result["env_runners"])
+        remote = algo.env_runner_group.foreach_env_runner(
+            lambda runner: {m: runner.module[m].get_state(inference_only=True) for m in ("x_player", "o_player")},
+            local_env_runner=False,
+        )
+        [states] = remote
+        for module_id in ("x_player", "o_player"):
+            learner = learner_weights(algo, module_id)
+            assert states[module_id] and all("lora" in k for k in states[module_id])
+            for key, value in states[module_id].items():
+                np.testing.assert_allclose(value, learner[key], rtol=1e-6)
+        assert "agent_player_1/valid_action_rate" in algo.evaluate_seeds([7, 8])
+    finally:
+        algo.stop()
