@@ -19,6 +19,7 @@ from ray.rllib.utils.metrics import (
     TIMERS,
 )
 
+from rllib_llm.algorithms.sharding import NotEnoughGroupsError, learner_update_data
 from rllib_llm.env_runner import RESPONSE, VALID, episode_success
 
 logger = logging.getLogger(__name__)
@@ -57,9 +58,16 @@ class LLMAlgorithm(Algorithm):
         episodes = self.sample_episodes()
         if not episodes:  # dynamic sampling found no informative group, or sampling failed (see below)
             return
+        try:
+            data = learner_update_data(
+                episodes, self.config.num_learners, self.config.minibatch_size, self.config.num_epochs
+            )
+        except NotEnoughGroupsError as e:  # dynamic sampling kept fewer groups than there are Learners
+            logger.warning("Update skipped in iteration %d: %s", self.iteration + 1, e)
+            return
         with self.metrics.log_time((TIMERS, LEARNER_UPDATE_TIMER)):
             learner_results = self.learner_group.update(
-                episodes=episodes,
+                **data,
                 timesteps={
                     NUM_ENV_STEPS_SAMPLED_LIFETIME: self.metrics.peek(
                         (ENV_RUNNER_RESULTS, "num_env_steps_sampled_lifetime"), default=0

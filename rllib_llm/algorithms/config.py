@@ -326,6 +326,13 @@ class LLMConfig(AlgorithmConfig):
             ok = isinstance(value, int) and not isinstance(value, bool) and value >= 1
             check(ok, f"{name} must be an int >= 1, got {value!r}")
         check(self.generation_backend in BACKENDS, f"generation_backend must be one of {BACKENDS}, got {self.generation_backend!r}")
+        if isinstance(self.num_groups, int) and isinstance(self.num_learners, int) and self.num_learners > 1:
+            groups = self.num_groups * max(1, self.num_env_runners or 0)
+            check(
+                groups >= self.num_learners,
+                f"num_learners={self.num_learners} needs at least as many groups per iteration, got {groups} "
+                "(num_groups x num_env_runners): each Learner trains on whole groups",
+            )
         sampling_errors = self._sampling_errors()
         errors.extend(sampling_errors)
         errors.extend(self._algorithm_errors())
