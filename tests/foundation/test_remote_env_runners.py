@@ -4,7 +4,7 @@ weights follow the Learner's, group ids stay unique across runners, and evaluati
 import numpy as np
 import pytest
 
-from rllib_llm.env_runner import GROUP_ID
+from rllib_llm.env_runner import GROUP_ID, SEED
 from tests.conftest import tiny_config
 
 pytestmark = pytest.mark.usefixtures("ray_session")
@@ -21,6 +21,8 @@ def test_remote_env_runners_sample_train_sync_and_evaluate():
         workers = {ep.custom_data[GROUP_ID].split("-")[0] for ep in episodes}
         assert workers == {"1", "2"}  # both actors played; ids "<worker>-<rollout>-<group>" never collide
         assert len({ep.custom_data[GROUP_ID] for ep in episodes}) == 2 * config.num_groups
+        seeds = {w: {ep.custom_data[SEED] for ep in episodes if ep.custom_data[GROUP_ID].startswith(w)} for w in "12"}
+        assert seeds["1"] != seeds["2"]  # each runner draws its own start states (seed + worker index)
         result = algo.train()
         assert result["env_runners"]["num_env_steps_sampled"] >= 2 * config.num_groups * config.group_size
         assert 0.0 <= result["env_runners"]["success_rate"] <= 1.0
