@@ -29,12 +29,19 @@ from typing import Any
 import torch
 from ray.rllib.core.rl_module.apis import InferenceOnlyAPI
 from ray.rllib.core.rl_module.torch import TorchRLModule
+from ray.util import log_once
 
 from rllib_llm.generation.base import MIN_SHARED_PREFIX, shared_prefix_length
 from rllib_llm.generation.hf import position_ids_from_mask
 from rllib_llm.generation.static import forward_signature
 from rllib_llm.models import ModelSpec, apply_lora, freeze_all_but_last_layers, load_causal_lm, load_tokenizer
 from rllib_llm.vision import IMAGE_SIZES, IMAGES, batch_image_inputs, is_vision_model
+
+#: RLlib's own ``RLModule.__init__`` builds the deprecated ``RLModuleConfig`` for every module and so logs
+#: "DeprecationWarning: RLModule(config=[RLModuleConfig object])" once per process (EnvRunner, Learner,
+#: driver) although nothing here passes a config. Marking that notice as logged keeps it out of every run.
+RLMODULE_CONFIG_NOTICE = "RLModule(config=[RLModuleConfig object])"
+log_once(RLMODULE_CONFIG_NOTICE)
 
 LOGP = "logp"
 ENTROPY = "entropy"

@@ -101,3 +101,19 @@ def test_shared_prefix_length():
     assert shared_prefix_length([[1, 2, 3], [1, 2, 4], [1, 2]]) == 2
     assert shared_prefix_length([[1], [2]]) == 0
     assert shared_prefix_length([[1, 2]]) == 2
+
+
+def test_building_a_module_does_not_log_rllibs_rlmoduleconfig_deprecation_notice():
+    """RLlib builds a deprecated RLModuleConfig inside every RLModule; its notice would open every run's log."""
+    import subprocess
+    import sys
+
+    code = (
+        "import logging; logging.basicConfig(level=logging.WARNING)\n"
+        "from tests.algorithms.conftest import tiny_module\n"
+        "tiny_module()\n"
+        "print('built')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and "built" in done.stdout, done.stderr[-2000:]
+    assert "RLModuleConfig" not in done.stderr
