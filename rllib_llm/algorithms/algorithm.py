@@ -34,6 +34,8 @@ class LLMAlgorithm(Algorithm):
 
     #: The config class whose defaults make this algorithm (subclasses set it; None: plain LLMConfig).
     config_class: ClassVar[type | None] = None
+    #: Rollouts in a row that returned no episode (see :meth:`_note_empty_sample`).
+    _empty_samples = 0
 
     @classmethod
     def get_default_config(cls):
@@ -89,7 +91,7 @@ class LLMAlgorithm(Algorithm):
         """A rollout in which no EnvRunner returned an episode (every remote runner failed or is restarting)
         trains nothing: say so, and stop after :data:`MAX_EMPTY_SAMPLES` such rollouts in a row rather than
         "train" on without data."""
-        self._empty_samples = getattr(self, "_empty_samples", 0) + 1
+        self._empty_samples += 1
         logger.warning(
             "No EnvRunner returned episodes in iteration %d (%d rollouts in a row); see the EnvRunner errors "
             "above.", self.iteration + 1, self._empty_samples,

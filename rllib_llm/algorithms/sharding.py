@@ -13,25 +13,28 @@ from __future__ import annotations
 
 from typing import Any
 
-from rllib_llm.env_runner import GROUP_ID
+from rllib_llm.algorithms.dynamic_sampling import group_episodes
 
 
 class NotEnoughGroupsError(ValueError):
     """Fewer groups than Learners in one update (a Learner would get nothing to train on)."""
 
 
+def _parts(episode: Any) -> list:
+    """The single-agent episodes a Learner trains on: the episode itself, or each agent's of a multi-agent one."""
+    agents = getattr(episode, "agent_episodes", None)
+    return list(agents.values()) if agents is not None else [episode]
+
+
 def episode_steps(episode: Any) -> int:
     """Env steps of a single-agent episode; agent steps of a multi-agent one (what the Learner trains on)."""
-    agents = getattr(episode, "agent_episodes", None)
-    return sum(len(a) for a in agents.values()) if agents is not None else len(episode)
+    return sum(len(part) for part in _parts(episode))
 
 
 def group_shards(episodes: list, num_shards: int) -> list[list]:
     """``num_shards`` lists of episodes, each a set of whole groups, balanced by steps; a ValueError when
     there are fewer groups than shards (a Learner would get nothing to train on)."""
-    groups: dict[Any, list] = {}
-    for episode in episodes:
-        groups.setdefault(episode.custom_data[GROUP_ID], []).append(episode)
+    groups = group_episodes(episodes)
     if len(groups) < num_shards:
         raise NotEnoughGroupsError(
             f"{len(groups)} group(s) for {num_shards} Learners: every Learner needs whole groups, so play at least "
@@ -39,10 +42,11 @@ def group_shards(episodes: list, num_shards: int) -> list[list]:
         )
     shards: list[list] = [[] for _ in range(num_shards)]
     steps = [0] * num_shards
-    for group in sorted(groups.values(), key=lambda g: -sum(map(episode_steps, g))):
+    sized = sorted(((sum(map(episode_steps, g)), g) for g in groups), key=lambda pair: -pair[0])
+    for group_steps, group in sized:
         target = steps.index(min(steps))
         shards[target].extend(group)
-        steps[target] += sum(map(episode_steps, group))
+        steps[target] += group_steps
     return shards
 
 
@@ -67,8 +71,7 @@ def max_module_steps(episodes: list) -> int:
     number of minibatches (``TrainingData._compute_num_total_minibatches``)."""
     per_module: dict[Any, int] = {}
     for episode in episodes:
-        agents = getattr(episode, "agent_episodes", None)
-        for part in agents.values() if agents is not None else [episode]:
+        for part in _parts(episode):
             module_id = getattr(part, "module_id", None)
             per_module[module_id] = per_module.get(module_id, 0) + len(part)
     return max(per_module.values(), default=0)
