@@ -16,6 +16,7 @@ built by ``bash benchmarks/stage_gpu_carry.sh``. Steps:
 - ``multiagent``: a multi-agent tuned example (``--example``, default two-player tic-tac-toe) through
   ``rllib-llm train`` on the GPU, one process per (``--env-variants`` entry, ``--seeds`` seed), ``--budget-s``
   of training each.
+- ``bar``: issue 20's GPU bar, the main job as shipped at GPU size, GiGPO and GRPO, one process per run.
 - ``job2``: rollout throughput (benchmarks/rollout_throughput.py --device cuda), then GiGPO vs GRPO at GPU
   size with the best sweep variant on NumberLine and Sokoban, one process per (env, seed), and reports.
 
@@ -88,6 +89,8 @@ def setup(out: Path, dry: bool, skip_dry: bool = False) -> None:
            f"{ROOT}/.whl/*.whl")
         with tarfile.open(ROOT / ".carry" / "ray.tar.xz") as tar:
             tar.extractall(SITE, filter="tar")
+        for binary in ("gcs/gcs_server", "raylet/raylet"):  # a wheel unpacked by zipfile loses the x bits
+            (SITE / "ray" / "core" / "src" / "ray" / binary).chmod(0o755)
         sh("nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv")
     sh('python3 -c "import ray, ray.rllib, gymnasium, torch, transformers, gguf; '
        'print(ray.__version__, torch.__version__, transformers.__version__, torch.cuda.is_available())"')
@@ -245,6 +248,37 @@ def sweep(out: Path, dry: bool, budget_s: float, variants: list[str], procs: int
         tar.add(folder, arcname="sweep2")
 
 
+def seeds_bar(out: Path, dry: bool, budget_s: float, seeds: list[int], grpo_seeds: list[int], iterations: int,
+              eval_at: list[int], num_groups: int, group_size: int, env: str = "NumberLine") -> None:
+    """Issue 20's GPU bar: the main job as shipped (its tuned example, no overrides) at GPU size
+    (``num_groups`` x ``group_size``), GiGPO on ``seeds`` and GRPO at equal samples on ``grpo_seeds``, one process
+    per run sharing the GPU, ``budget_s`` of training each; then the report ``learning_seeds_gpu[_<env>]``."""
+    work = Path("/tmp/gpu_dry") if dry else WORK
+    model = "tiny-random-llama" if dry else "smollm2-135m-instruct"
+    prepare(model, dry)
+    folder = work / f"bar_{env.lower()}"
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    runs = [("gigpo", s) for s in seeds] + [("grpo", s) for s in grpo_seeds]
+    sizes = (f"--num-groups {num_groups} --group-size {group_size} --iterations {iterations} "
+             f"--eval-at {' '.join(map(str, eval_at))} --eval-seeds {4 if dry else 64}")
+    run_together([
+        f"timeout {budget_s + 120:.0f} python3 benchmarks/gpu_sweep.py --out {folder} --tag {algo}_s{seed} --env {env} "
+        f"--seeds {seed} --variants base --algos {algo} --model {model} {sizes} --time-budget-s {budget_s:.0f} "
+        f"--threads 1 --ray-cpus 2 --separate-ray-dir > {folder}/log_{algo}_s{seed}.txt 2>&1"
+        for algo, seed in runs
+    ])
+    stem = "learning_seeds_gpu" + ("" if env == "NumberLine" else f"_{env.lower()}")
+    note = (f"Issue 20 GPU bar: tuned_examples/numberline_gigpo.py as shipped ('base' = no overrides) on {env} at "
+            f"GPU size ({num_groups} groups x {group_size} envs per iteration), GiGPO seeds {seeds}, GRPO (same "
+            f"config, GRPO's estimator, equal samples) seeds {grpo_seeds}, {len(runs)} processes sharing one H200, "
+            f"{budget_s:.0f} s of training each, greedy eval on 64 held-out seeds.")
+    sh(f"python3 benchmarks/gpu_sweep.py --report {folder} --report-dir {out} --report-stem {stem} --plot "
+       f"--note \"{note}\"", check=False)
+    with tarfile.open(out / f"{stem}_logs.tar.gz", "w:gz") as tar:
+        tar.add(folder, arcname=folder.name)
+
+
 MULTI_AGENT_EXAMPLE = "tuned_examples/multiagent_tictactoe_grpo.py"
 
 
@@ -292,12 +326,16 @@ def multiagent(out: Path, dry: bool, budget_s: float, seeds: list[int], iteratio
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("step", choices=("setup", "stage", "job1", "job2", "sweep", "multiagent"))
+    parser.add_argument("step", choices=("setup", "stage", "job1", "job2", "sweep", "bar", "multiagent"))
     parser.add_argument("--variants", nargs="+", default=["base"], help="sweep: gpu_sweep.py variants")
     parser.add_argument("--procs", type=int, default=12, help="sweep: processes sharing the GPU")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1], help="sweep")
     parser.add_argument("--iterations", type=int, default=30, help="sweep")
     parser.add_argument("--eval-at", type=int, nargs="+", default=[10, 20, 30], help="sweep")
+    parser.add_argument("--grpo-seeds", type=int, nargs="*", default=[0, 1, 2], help="bar: GRPO runs")
+    parser.add_argument("--num-groups", type=int, default=8, help="bar")
+    parser.add_argument("--group-size", type=int, default=4, help="bar")
+    parser.add_argument("--env", default="NumberLine", help="bar")
     parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "/tmp/gpu_out")))
     parser.add_argument("--dry-run", action="store_true")
     parser.add_argument("--skip-dry", action="store_true", help="setup: no tiny-model sweep")
@@ -309,7 +347,7 @@ def main() -> int:
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     if args.budget_s is None:
-        args.budget_s = {"job1": 360.0, "job2": 270.0, "sweep": 360.0, "multiagent": 300.0}.get(args.step, 60.0)
+        args.budget_s = {"job1": 360.0, "job2": 270.0, "sweep": 360.0, "bar": 330.0, "multiagent": 300.0}.get(args.step, 60.0)
     env_setup(args.dry_run)
     {"setup": lambda: setup(args.out, args.dry_run, args.skip_dry),
      "stage": stage_parts,
@@ -317,6 +355,8 @@ def main() -> int:
      "job2": lambda: job2(args.out, args.dry_run, args.budget_s, args.variant),
      "sweep": lambda: sweep(args.out, args.dry_run, args.budget_s, args.variants, args.procs, args.seeds,
                             args.iterations, args.eval_at),
+     "bar": lambda: seeds_bar(args.out, args.dry_run, args.budget_s, args.seeds, args.grpo_seeds, args.iterations,
+                              args.eval_at, args.num_groups, args.group_size, args.env),
      "multiagent": lambda: multiagent(args.out, args.dry_run, args.budget_s, args.seeds, args.iterations,
                                       args.example, json.loads(args.env_variants) if args.env_variants else None),
      }[args.step]()

@@ -75,6 +75,8 @@ TOKENS: list[tuple[str, Callable[..., Any]]] = [
     (r"grpo", lambda c: c.training(advantage_estimator="grpo")),
     (r"prefix", lambda c: c.group_rollouts(response_prefix="<action>")),
     (r"lr" + _NUMBER, lambda c, v: c.training(lr=float(v))),
+    # Learning-rate warm-up over the first N sampled env steps (RLlib lr schedule, from a tenth of the lr).
+    (r"wu(\d+)", lambda c, n: c.training(lr=[[0, _final_lr(c) / 10], [int(n), _final_lr(c)]])),
     (r"kl" + _NUMBER, lambda c, v: c.training(kl_coeff=float(v))),
     (r"ent" + _NUMBER, lambda c, v: c.training(entropy_coeff=float(v))),
     (r"gamma" + _NUMBER, lambda c, v: c.training(gamma=float(v))),
@@ -95,6 +97,11 @@ TOKENS: list[tuple[str, Callable[..., Any]]] = [
         "r": int(r), "lora_alpha": 2 * int(r), "target_modules": LORA_TARGETS}})),
 ]
 LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+
+
+def _final_lr(config: Any) -> float:
+    """The lr a schedule ends at (the lr itself when it is a number)."""
+    return float(config.lr[-1][1]) if isinstance(config.lr, list) else float(config.lr)
 
 
 def apply_variant(config: Any, variant: str) -> Any:

@@ -24,6 +24,7 @@ if [ ! -f .carry/ray.tar.xz ]; then
   tmp=$(mktemp -d)
   download "$tmp" "ray==$(version ray)"
   (cd "$tmp" && python3 -m zipfile -e ray-*.whl unpacked >/dev/null)
+  chmod +x "$tmp/unpacked/ray/core/src/ray/gcs/gcs_server" "$tmp/unpacked/ray/core/src/ray/raylet/raylet"
   rm -rf "$tmp/unpacked/ray/jars" "$tmp/unpacked/ray/dashboard/client/build"
   find "$tmp/unpacked" -name "*.so" -exec strip --strip-unneeded {} + 2>/dev/null || true
   find "$tmp/unpacked/ray" -type f \( -name "gcs_server" -o -name "raylet" \) -exec strip {} + 2>/dev/null || true

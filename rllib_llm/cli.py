@@ -284,6 +284,8 @@ def train_config(config: Any, stop: dict, args: argparse.Namespace, *, name: str
     iterations = args.iterations or int(stop.get(ITERATIONS, 10))
     if args.eval_seeds:
         config.evaluation(evaluation_num_seeds=args.eval_seeds)
+    if getattr(args, "seed", None) is not None:
+        config.debugging(seed=args.seed)
     validate_config(config, source)
     output = Path(args.output or Path("runs") / name)
     output.mkdir(parents=True, exist_ok=True)
@@ -523,6 +525,9 @@ def add_train_options(p: argparse.ArgumentParser) -> None:
                    help="also stop once training took this long (stop['time_total_s']); the final checkpoint "
                         "and evaluation still run")
     p.add_argument("--output", default=None, help="run directory (default runs/<example>)")
+    p.add_argument("--seed", type=int, default=None,
+                   help="the run's seed (overrides the example's .debugging(seed=...)): start states, sampling, "
+                        "weight init of new parameters; held-out evaluation seeds stay the same")
     p.add_argument("--eval-seeds", type=int, default=None, help="held-out seeds evaluated before and after")
     p.add_argument("--no-eval", action="store_true", help="skip the before/after evaluation")
     p.add_argument("--checkpoint-every", type=int, default=0, help="also checkpoint every N iterations")

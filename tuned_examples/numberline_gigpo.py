@@ -34,7 +34,7 @@ SYSTEM_PROMPT = (
 
 config = (
     GiGPOConfig()
-    .environment("NumberLine", env_config={"max_position": 5, "max_steps": 6})
+    .environment("NumberLine", env_config={"max_position": 5, "max_steps": 6, "away_penalty": -1.0})
     .env_runners(
         env_to_module_connector=lambda env, spaces, device: [
             ChatPromptBuilder(system_prompt=SYSTEM_PROMPT, template="{current_observation}", output_format="")
@@ -50,12 +50,19 @@ config = (
         few_shot=[("Target 1, position 3.", "<action>-</action>")],
         response_prefix="<action>",
     )
-    .training(lr=3e-4, gamma=0.95, step_advantage_weight=1.0, advantage_norm="mean", minibatch_size=32)
+    .training(
+        lr=[[0, 2e-5], [300, 2e-4]],
+        kl_coeff=0.2,
+        gamma=0.95,
+        step_advantage_weight=1.0,
+        advantage_norm="mean",
+        minibatch_size=32,
+    )
     .evaluation(evaluation_num_seeds=64)
     .debugging(seed=0)
 )
 
-stop = {"training_iteration": 16}
+stop = {"training_iteration": 48}
 
 if __name__ == "__main__":
     from rllib_llm.cli import run_example

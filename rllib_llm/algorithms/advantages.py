@@ -158,6 +158,18 @@ def factorize_steps(
     return episode_index, factorize(episode_group_ids)[episode_index], factorize(anchors)
 
 
+def uninformative_group_fraction(advantages: np.ndarray, group_index: np.ndarray, atol: float = 1e-6) -> float:
+    """The share of episode groups whose steps all have advantage ~0: groups that teach nothing (every
+    episode and every anchor state of the group scored alike, DAPO's "zero-variance" groups). When it nears
+    1 the policy has stopped exploring: every rollout of a start state plays out the same."""
+    group_index = _ints(group_index)
+    if len(group_index) == 0:
+        return 0.0
+    informative = np.bincount(group_index, weights=(np.abs(_floats(advantages)) > atol).astype(np.float64))
+    present = np.bincount(group_index) > 0
+    return float(np.mean(informative[present] == 0))
+
+
 # --- step groups (GiGPO) ------------------------------------------------------------------------------
 
 

@@ -35,12 +35,15 @@ from rllib_llm.algorithms.advantages import (
     reinforce_pp_advantages,
     rloo_advantages,
     similarity_step_groups,
+    uninformative_group_fraction,
 )
 from rllib_llm.algorithms.losses import kl_penalty
 from rllib_llm.env_runner import ANCHOR, GROUP_ID, NUM_IMAGES, OLD_LOGP, PROMPT, RESPONSE
 from rllib_llm.vision import image_columns
 
 STEPS = "steps"
+#: Learner metric: the share of episode groups whose advantages are all ~0 (see uninformative_group_fraction).
+UNINFORMATIVE_GROUP_FRACTION = "uninformative_group_fraction"
 # Extra training columns (per step) written next to the token batch.
 OLD_VALUES = "old_values"
 VALUE_TARGETS = "value_targets"
@@ -307,6 +310,9 @@ class ComputeAdvantages(ConnectorV2):
         if metrics is not None and len(steps):
             metrics.log_value("advantage_mean", float(steps.advantages.mean()), window=1)
             metrics.log_value("advantage_abs_mean", float(np.abs(steps.advantages).mean()), window=1)
+            if steps.advantages.ndim == 1:
+                fraction = uninformative_group_fraction(steps.advantages, steps.group_index)
+                metrics.log_value(UNINFORMATIVE_GROUP_FRACTION, fraction, window=1)
         return batch
 
 
