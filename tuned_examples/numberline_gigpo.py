@@ -1,19 +1,31 @@
 """GiGPO on NumberLine with the embedded SmolLM2-135M-Instruct: the README's main job (2 CPU cores).
 
-    rllib-llm train tuned_examples/numberline_gigpo.py
+    rllib-llm train tuned_examples/numberline_gigpo.py [--seed S]
 
 Each iteration plays 3 groups x 4 NumberLine episodes (the 4 envs of a group start from the same state),
-then takes GiGPO steps. Kept small for a CPU: the instructions sit in the system prompt and the user turn
-is just the observation (about 90 prompt tokens), one in-context example shows the action format, every
-reply is prefilled with ``<action>`` so the model writes only the move and the closing tag, and responses
-stop at ``</action>``.
+then takes GiGPO steps; 48 iterations. Kept small for a CPU: the instructions sit in the system prompt and
+the user turn is just the observation (about 90 prompt tokens), one in-context example shows the action
+format, every reply is prefilled with ``<action>`` so the model writes only the move and the closing tag, and
+responses stop at ``</action>``.
 
 The model trains through peft LoRA adapters (rank 16) on every projection of all 30 decoder layers, base
 weights frozen: only the adapters are in the optimizer and travel to the EnvRunner at each weight sync.
-Measured (notes/foundation.md): full weights of only the last 6 layers, as this job trained before, never
-learn to compare target and position (the policy settles on one constant move); adapters on every layer can.
-RL of the 135M model on this task is seed-sensitive: a run can still settle on one constant move
-(notes/foundation.md has the seeds and sweeps).
+
+Why these settings (notes/learning.md has the runs): RL of this model used to settle on one constant move
+(always ``+`` or always ``-``) on most seeds. The decision of every state moved together (common mode), and
+once one move had probability ~1 every group played out alike, all advantages were 0 and nothing brought the
+other move back. Three things make learning hold on every seed we ran:
+
+- ``kl_coeff=0.2``: the KL term to the reference policy (the base model with the adapters off) pulls a
+  decision that drifted to ~1 back towards the untrained mix, so the other move keeps being sampled and the
+  states where it is right keep producing informative groups. 0.02-0.05 did not stop the drift.
+- ``lr`` warm-up from 2e-5 to 2e-4 over the first 300 env steps (RLlib's lr schedule): Adam's first steps
+  are sign steps of the full learning rate on every adapter weight; at 3e-4 without warm-up two iterations
+  could wreck the reply format (valid-action rate 0.8 -> 0.05).
+- NumberLine's reward is RL4VLM's (the env's default): -1 for a move that does not get closer, so every move
+  in every state is scored, not only episodes that reach the target.
+
+Measured (benchmarks/results/learning_seeds.md, ``python benchmarks/learning_seeds.py``): see the README.
 """
 
 from rllib_llm.algorithms import GiGPOConfig

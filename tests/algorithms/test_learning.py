@@ -93,7 +93,7 @@ def greedy_success_after(seed: int, iterations: int, mutate: str | None = None) 
         algo.stop()
 
 
-ITERATIONS = 8
+ITERATIONS = 10
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])

@@ -17,7 +17,7 @@ def test_invalid_actions_are_no_ops_flagged_invalid_and_truncate_at_cap():
     obs, _ = env.reset(seed=0)
     for action in [None, "jump"]:
         new_obs, reward, terminated, truncated, info = env.step(action)
-        assert new_obs == obs and reward == 0.0 and not info["is_action_valid"]
+        assert new_obs == obs and reward == -1.0 and not info["is_action_valid"]  # a no-op is not closer
     assert truncated and not terminated
 
 
@@ -45,6 +45,10 @@ def test_away_penalty_rewards_each_move_that_does_not_get_closer():
     default = make_env("NumberLine")
     default.reset(seed=0)
     default.target, default.position = 1, 2
-    assert default.step("+")[1] == 0.0  # off by default: reward 1 on success only
+    assert default.step("+")[1] == -1.0  # RL4VLM's reward is the default
+    success_only = make_env("NumberLine", {"away_penalty": 0.0})
+    success_only.reset(seed=0)
+    success_only.target, success_only.position = 1, 2
+    assert success_only.step("+")[1] == 0.0
     with pytest.raises(ValueError, match="away_penalty must be a number <= 0"):
         make_env("NumberLine", {"away_penalty": 1})

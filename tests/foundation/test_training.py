@@ -44,7 +44,13 @@ def test_train_updates_weights_and_syncs_them_to_the_env_runner(algo):
 def test_evaluate_seeds_is_deterministic_and_greedy(algo):
     first = algo.evaluate_seeds([10, 11, 12])
     assert first == algo.evaluate_seeds([10, 11, 12])
-    assert first["num_episodes"] == 3 and 0.0 <= first["success_rate"] <= 1.0
+    # The rates are those of the episodes played: one per seed, greedy (the same episodes again).
+    episodes = algo.play_held_out([10, 11, 12])
+    assert [ep.custom_data["seed"] for ep in episodes] == [10, 11, 12]
+    won = [bool((ep.get_infos(-1) or {}).get("won")) for ep in episodes]
+    valid = [bool(v) for ep in episodes for v in ep.get_extra_model_outputs("is_action_valid")]
+    assert first["num_episodes"] == 3 and first["success_rate"] == sum(won) / 3
+    assert first["valid_action_rate"] == sum(valid) / len(valid)
 
 
 def test_checkpoint_round_trip_keeps_weights(algo, tmp_path):

@@ -1,12 +1,17 @@
 """NumberLine (Gym Cards): move a pointer along 0..max_position until it sits on the target.
 
-As in RL4VLM's gym_cards NumberLine: actions ``+`` and ``-`` move the pointer by one, reward 1 when it
-reaches the target (episode ends); the episode is truncated after ``max_steps``. Other steps earn 0, or with
-``away_penalty`` (RL4VLM's gym_cards uses -1) a step that does not bring the pointer closer (away from the
-target, into the end of the line, or an unparseable action, which leaves the pointer where it is) earns that:
-a per-step signal of the direction, where success alone rewards only episodes that reach the target. An
-unparseable action also costs the runner's ``invalid_action_penalty``; were it exempt from ``away_penalty``, not
-answering would be cheaper than a wrong move, and RL learns exactly that (measured: valid-action rate -> 0).
+As in RL4VLM's gym_cards NumberLine (the env verl-agent trains on): actions ``+`` and ``-`` move the pointer by
+one, reward 1 when it reaches the target (episode ends), ``away_penalty`` (default -1, RL4VLM's reward) for a
+step that does not bring the pointer closer (away from the target, into the end of the line, or an unparseable
+action, which leaves the pointer where it is), 0 for a step that does; the episode is truncated after
+``max_steps``. ``away_penalty=0`` rewards success only.
+
+Why RL4VLM's per-step penalty is the default (notes/learning.md): with success alone, a start state whose
+right move the policy rarely takes yields groups whose episodes all fail, so no advantage there, while the
+states where the policy's favourite move is right keep rewarding it: the policy drifts to one constant move.
+The per-step penalty scores every move in every state. An unparseable action also costs the runner's
+``invalid_action_penalty``; were it exempt from ``away_penalty``, not answering would be cheaper than a wrong
+move, and RL learns exactly that (measured: valid-action rate -> 0).
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ class NumberLineEnv(TextEnv):
     few_shot: ClassVar[list[tuple[str, str]]] = [("Target 1, position 3.", "<action>-</action>")]
     ACTIONS: ClassVar[tuple[str, ...]] = ("+", "-")
 
-    def __init__(self, max_position: int = 5, max_steps: int = 6, away_penalty: float = 0.0) -> None:
+    def __init__(self, max_position: int = 5, max_steps: int = 6, away_penalty: float = -1.0) -> None:
         super().__init__()
         if max_position < 1:
             raise ValueError(f"NumberLine max_position must be >= 1, got {max_position}")
