@@ -25,6 +25,7 @@ import logging
 import math
 import os
 import re
+import shutil
 import sys
 import time
 import traceback
@@ -288,7 +289,7 @@ def train_config(config: Any, stop: dict, args: argparse.Namespace, *, name: str
         config.debugging(seed=args.seed)
     validate_config(config, source)
     output = Path(args.output or Path("runs") / name)
-    output.mkdir(parents=True, exist_ok=True)
+    prepare_run_folder(output, resume=args.resume, overwrite=getattr(args, "overwrite", False))
     resumed = resume_run(output, {PROGRESS_FILE: "iter", TRAJECTORIES_FILE: "iteration"}) if args.resume else None
     tracking = _tracking_for(args, config, name, source, output, resumed)
     status = "FAILED"
@@ -308,6 +309,29 @@ def train_config(config: Any, stop: dict, args: argparse.Namespace, *, name: str
         tracking.finish(status)
         if algo is not None:
             algo.stop()
+
+
+#: What a run writes into its folder (the checkpoint with its in-flight and previous copies).
+RUN_FILES = (PROGRESS_FILE, TRAJECTORIES_FILE, SUMMARY_FILE, "checkpoint", "checkpoint.tmp", "checkpoint.old")
+
+
+def prepare_run_folder(output: Path, *, resume: bool, overwrite: bool) -> None:
+    """Creates the run folder; one that already holds a run is continued (``--resume``), replaced
+    (``--overwrite``: only the run's own files go) or refused, never mixed with a new run's rows."""
+    if resume and overwrite:
+        raise UserError("--resume continues the run in the output folder and --overwrite replaces it: pass one.")
+    existing = [name for name in RUN_FILES if (output / name).exists()]
+    if existing and not resume:
+        if not overwrite:
+            raise UserError(
+                f"Run folder {output} already holds a run ({', '.join(existing)}): pass --resume to continue it, "
+                "--overwrite to replace it, or --output for another folder."
+            )
+        for name in existing:
+            path = output / name
+            shutil.rmtree(path) if path.is_dir() else path.unlink()
+        print(f"Replacing the run in {output} (--overwrite).", flush=True)
+    output.mkdir(parents=True, exist_ok=True)
 
 
 def _train_loop(
@@ -518,9 +542,24 @@ def prompt_agent(args: argparse.Namespace) -> dict[str, Any]:
 # --- argument parsing ----------------------------------------------------------------------------------
 
 
+def _at_least(low: int):
+    """An argparse type: an int >= ``low``, else a one-line error naming the bound."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be an integer >= {low}, got {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be an integer >= {low}, got {value}")
+        return value
+
+    return parse
+
+
 def add_train_options(p: argparse.ArgumentParser) -> None:
     """The options of ``rllib-llm train`` after the tuned example (shared with :func:`run_example`)."""
-    p.add_argument("--iterations", type=int, default=None, help="overrides stop['training_iteration']")
+    p.add_argument("--iterations", type=_at_least(1), default=None, help="overrides stop['training_iteration']")
     p.add_argument("--time-budget-s", type=float, default=None,
                    help="also stop once training took this long (stop['time_total_s']); the final checkpoint "
                         "and evaluation still run")
@@ -528,9 +567,12 @@ def add_train_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=None,
                    help="the run's seed (overrides the example's .debugging(seed=...)): start states, sampling, "
                         "weight init of new parameters; held-out evaluation seeds stay the same")
-    p.add_argument("--eval-seeds", type=int, default=None, help="held-out seeds evaluated before and after")
+    p.add_argument("--eval-seeds", type=_at_least(1), default=None, help="held-out seeds evaluated before and after")
     p.add_argument("--no-eval", action="store_true", help="skip the before/after evaluation")
-    p.add_argument("--checkpoint-every", type=int, default=0, help="also checkpoint every N iterations")
+    p.add_argument("--checkpoint-every", type=_at_least(0), default=0,
+                   help="also checkpoint every N iterations (0: only at the end)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace the run already in --output (without it, an existing run folder is refused)")
     p.add_argument("--resume", action="store_true",
                    help="continue the run in --output from its last complete checkpoint (iteration, optimizer, RNG)")
     p.add_argument("--trajectories-per-iter", type=int, default=2, help="episodes per iteration saved to trajectories.jsonl")

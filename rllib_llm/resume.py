@@ -3,7 +3,7 @@
 Why this exists: a run killed mid-training (SIGKILL, OOM, a preempted node) must continue from its last
 checkpoint with nothing lost or repeated, and a kill *during* a save must never leave a corrupt "last
 checkpoint". So a checkpoint is written to ``RUN/checkpoint.tmp``, completed by a marker file written last
-(``rllib_llm_checkpoint.json``: the iteration, every file's size, and what the CLI needs to continue), then
+(``rllib_llm_checkpoint.json``: the iteration, every file's size and sha256, and what the CLI needs to continue), then
 swapped in by two renames (``checkpoint -> checkpoint.old``, ``checkpoint.tmp -> checkpoint``). A kill at
 any point leaves at least one complete checkpoint; :func:`last_checkpoint` finds the newest complete one
 and repairs the directory.
@@ -16,6 +16,7 @@ run continues the same random stream as an uninterrupted one.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -37,7 +38,7 @@ RNG_FILE = "rllib_llm_rng.pkl"
 ALGORITHM_STATE_FILE = "algorithm_state.pkl"
 COMPONENT_LEARNER_GROUP = "learner_group"
 RLLIB_MARKER_FILE = "rllib_checkpoint.json"
-MARKER_FORMAT = 1
+MARKER_FORMAT = 2
 
 
 class CheckpointError(ValueError):
@@ -77,6 +78,20 @@ def _files(root: Path) -> dict[str, int]:
         for p in sorted(root.rglob("*"))
         if p.is_file() and p.name != MARKER_FILE
     }
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _hashes(root: Path) -> dict[str, str]:
+    """``relative path -> sha256`` of every file under ``root`` except the marker: a flipped byte in a file
+    of the right size (bit rot, a bad copy) is caught before its weights are loaded."""
+    return {rel: _sha256(root / rel) for rel in _files(root)}
 
 
 def write_json_atomic(path: Path, payload: Any) -> None:
@@ -134,6 +149,7 @@ def save_checkpoint(algo: Any, run_dir: str | Path, extra: dict[str, Any] | None
         "training_iteration": int(algo.iteration),
         "saved_at": time.time(),
         "files": _files(tmp),
+        "sha256": _hashes(tmp),
         "extra": dict(extra or {}),
     }
     write_json_atomic(tmp / MARKER_FILE, marker)  # the checkpoint is complete from here on
@@ -191,6 +207,9 @@ def check_checkpoint(path: str | Path) -> dict[str, Any] | None:
                 raise CheckpointError(
                     f"{root}: file {rel} is {file.stat().st_size} bytes, {size} when saved (truncated?)"
                 )
+        for rel, digest in dict(marker.get("sha256") or {}).items():  # markers before format 2 have none
+            if _sha256(root / rel) != digest:
+                raise CheckpointError(f"{root}: file {rel} is corrupt: its content changed since it was saved")
     for file in sorted(root.rglob("*")):
         if file.is_file() and file.suffix in (".json", ".pkl"):
             _check_file(root, file)
@@ -240,6 +259,9 @@ def last_checkpoint(run_dir: str | Path, repair: bool = True) -> ResumePoint | N
 
     A kill during :func:`save_checkpoint` can leave ``checkpoint.tmp`` (complete or not) and
     ``checkpoint.old``; with ``repair`` the newest complete one becomes ``checkpoint`` and the rest is removed.
+    Only ``checkpoint/`` itself may lack the marker (a checkpoint saved by ``algo.save_to_path``): a ``.tmp``
+    or ``.old`` copy without it is a save that did not finish, and a verified checkpoint (marker, sizes and
+    hashes checked) is always preferred over one without a marker, whatever their iterations.
     """
     run_dir = Path(run_dir).resolve()
     final = run_dir / CHECKPOINT_NAME
@@ -248,13 +270,17 @@ def last_checkpoint(run_dir: str | Path, repair: bool = True) -> ResumePoint | N
     for path in candidates:
         if not path.exists():
             continue
+        if path != final and not (path / MARKER_FILE).is_file():
+            logger.warning("Ignoring %s: the save that wrote it did not finish (no %s).", path, MARKER_FILE)
+            continue
         try:
             complete.append(read_checkpoint(path))
         except CheckpointError as e:
             logger.warning("Ignoring incomplete checkpoint: %s", e)
     if not complete:
         return None
-    best = max(complete, key=lambda p: p.iteration)  # max() keeps the first of equals: checkpoint/ wins ties
+    verified = [p for p in complete if (p.path / MARKER_FILE).is_file()] or complete
+    best = max(verified, key=lambda p: p.iteration)  # max() keeps the first of equals: checkpoint/ wins ties
     if repair:
         if best.path != final:
             shutil.rmtree(final, ignore_errors=True)

@@ -284,3 +284,14 @@ def test_reinforce_pp_whitened_over_tokens_and_constant_within_a_row_without_kl(
     np.testing.assert_allclose(returns, step_returns[:, None] * mask)  # no KL, token_gamma 1: step return
     assert abs(adv[mask == 1].mean()) < 1e-6
     assert np.all(adv[mask == 0] == 0)
+
+
+def test_uninformative_group_fraction_counts_groups_whose_advantages_are_all_zero():
+    from rllib_llm.algorithms.advantages import uninformative_group_fraction
+
+    # Groups 0 and 2 have a nonzero advantage somewhere; group 1 is all zeros (up to atol); group 3 is absent.
+    advantages = np.array([0.5, -0.5, 0.0, 1e-9, 0.0, 0.2, 0.3])
+    groups = np.array([0, 0, 1, 1, 2, 2, 4])
+    assert uninformative_group_fraction(advantages, groups) == 1 / 4
+    assert uninformative_group_fraction(np.zeros(3), np.array([0, 1, 1])) == 1.0
+    assert uninformative_group_fraction(np.array([]), np.array([], dtype=np.int64)) == 0.0

@@ -90,6 +90,32 @@ def test_cli_train_then_evaluate(tmp_path, capsys):
     assert "over 2 held-out seeds" in capsys.readouterr().out
 
 
+def test_a_run_folder_is_never_mixed_with_a_second_run(tmp_path, capsys):
+    """Training into a folder that holds a run is refused unless --resume or --overwrite says what to do."""
+    out = tmp_path / "run"
+    args = ["train", "tests/fixtures/tiny_numberline.py", "--output", str(out), "--no-tracking", "--no-eval"]
+    assert main(args) == 0
+    first = (out / "progress.jsonl").read_text()
+    capsys.readouterr()
+    assert main(args) == 2  # refused before anything is written
+    err = capsys.readouterr().err
+    assert "already holds a run" in err and "--resume" in err and "--overwrite" in err and len(err.splitlines()) == 1
+    assert (out / "progress.jsonl").read_text() == first
+    assert main([*args, "--resume", "--overwrite"]) == 2
+    assert main([*args, "--iterations", "2", "--overwrite"]) == 0
+    rows = [json.loads(line) for line in (out / "progress.jsonl").read_text().splitlines()]
+    assert [r["iter"] for r in rows] == [1.0, 2.0]  # the new run's rows only
+
+
+@pytest.mark.parametrize("option", ["--iterations=0", "--iterations=-3", "--eval-seeds=0", "--checkpoint-every=-1"])
+def test_cli_refuses_out_of_range_counts(option, tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["train", "tests/fixtures/tiny_numberline.py", "--output", str(tmp_path / "run"), option])
+    assert exit_info.value.code == 2
+    assert "must be an integer >=" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
+
+
 def test_cli_reports_bad_input_in_one_line(tmp_path, capsys):
     assert main(["train", str(tmp_path / "missing.py")]) == 2
     assert "not found" in capsys.readouterr().err

@@ -242,3 +242,34 @@ def test_evaluate_a_corrupt_checkpoint_exits_2_with_one_line(pristine, tmp_path,
     assert "learner_group/learner/state.pkl" in err and "Traceback" not in err
     assert main(["evaluate", str(tmp_path / "nowhere")]) == 2
     assert "is not a directory" in capsys.readouterr().err
+
+
+def test_flipped_bytes_of_the_same_size_are_caught_by_the_hashes(tmp_path, fake_algo):
+    path = save_checkpoint(fake_algo, tmp_path)
+    state = path / "learner_group" / "learner" / "state.pkl"
+    data = bytearray(state.read_bytes())
+    for i in range(100, 164):  # 64 bytes inside the "weights", the pickle's first and last byte intact
+        data[i] ^= 0xFF
+    state.write_bytes(bytes(data))
+    with pytest.raises(CheckpointError, match=r"learner_group/learner/state.pkl is corrupt: its content changed"):
+        read_checkpoint(path)
+
+
+def test_an_unfinished_save_never_wins_over_or_deletes_a_verified_checkpoint(tmp_path, fake_algo):
+    fake_algo.iteration = 1
+    save_checkpoint(fake_algo, tmp_path)
+    fake_algo.iteration = 2
+    fake_algo.save_to_path(str(tmp_path / "checkpoint.tmp"))  # RLlib's save done, killed before the marker
+    point = last_checkpoint(tmp_path)
+    assert point.iteration == 1 and point.path == (tmp_path / "checkpoint").resolve()
+    assert names(tmp_path) == ["checkpoint"] and (tmp_path / "checkpoint" / MARKER_FILE).is_file()
+
+
+def test_a_verified_checkpoint_is_preferred_over_one_without_a_marker(tmp_path, fake_algo):
+    fake_algo.iteration = 1
+    save_checkpoint(fake_algo, tmp_path)
+    os.rename(tmp_path / "checkpoint", tmp_path / "checkpoint.old")  # a kill between the two renames
+    fake_algo.iteration = 5
+    fake_algo.save_to_path(str(tmp_path / "checkpoint"))  # a marker-less checkpoint (algo.save_to_path)
+    point = last_checkpoint(tmp_path)
+    assert point.iteration == 1 and (point.path / MARKER_FILE).is_file()
