@@ -22,6 +22,8 @@ COLUMNS: list[Column] = [
     ("prompt_len", ("env_runners", "prompt_length_mean"), "{:>10.1f}"),
     ("kl", ("learners", EACH_MODULE, "kl"), "{:>7.4f}"),
     ("entropy", ("learners", EACH_MODULE, "entropy"), "{:>7.3f}"),
+    # Groups whose advantages were all 0 (every episode alike): near 1, the policy has stopped exploring.
+    ("no_signal", ("learners", "uninformative_group_fraction"), "{:>9.2f}"),
     ("tok/s", ("env_runners", "generated_tokens_per_s"), "{:>6.1f}"),
     ("time_s", ("time_this_iter_s",), "{:>6.1f}"),
 ]

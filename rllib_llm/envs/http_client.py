@@ -3,7 +3,9 @@
 Why stdlib: the envs must not drag in an HTTP stack. Connection failures, timeouts, 5xx answers and the
 transient 4xx ones (408, 409, 429) are retried with jittered exponential backoff, honouring ``Retry-After``
 (:mod:`rllib_llm.retry`); then :class:`ServerUnavailableError` says which server could not be reached and how
-to start it. Other 4xx answers are not retried (:class:`ServerRequestError`).
+to start it. Other 4xx answers are not retried (:class:`ServerRequestError`). Requests go through
+:mod:`rllib_llm.http_safety`: http(s) only, redirects and (with ``allowed_origin``) the URL itself on the server's
+origin, answers capped at ``max_bytes``; a violation is a :class:`ServerRequestError` naming the URL.
 """
 
 from __future__ import annotations
@@ -16,6 +18,14 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
+from rllib_llm.http_safety import (
+    DEFAULT_MAX_BYTES,
+    ResponseTooLargeError,
+    UnsafeURLError,
+    check_url,
+    read_capped,
+    safe_opener,
+)
 from rllib_llm.retry import RETRY_STATUSES, backoff_delay, retry_after
 
 _RNG = random.Random()
@@ -40,11 +50,19 @@ def request(
     backoff_max: float = 30.0,
     what: str = "server",
     hint: str = "",
+    allowed_origin: str | None = None,
+    max_bytes: int = DEFAULT_MAX_BYTES,
 ) -> tuple[bytes, str]:
     """GET ``url`` (or POST ``json_body``/``form``); returns (body, final url after redirects).
 
-    Retry ``k`` (from 0) waits the server's ``Retry-After`` if it sent one, else ``backoff * 2**k`` capped at
-    ``backoff_max`` and scaled by a jitter in [0.5, 1]."""
+    ``allowed_origin`` (default: ``url``'s own): the only scheme/host/port the request and its redirects may
+    reach. Retry ``k`` (from 0) waits the server's ``Retry-After`` if it sent one, else ``backoff * 2**k`` capped
+    at ``backoff_max`` and scaled by a jitter in [0.5, 1]."""
+    try:
+        check_url(url, allowed_origin)
+    except UnsafeURLError as e:
+        raise ServerRequestError(f"{what}: {e}") from None
+    opener = safe_opener(allowed_origin or url)
     data, headers = None, {}
     if json_body is not None:
         data, headers = json.dumps(json_body).encode(), {"Content-Type": "application/json"}
@@ -58,10 +76,12 @@ def request(
         delay = None
         req = urllib.request.Request(url, data=data, headers=headers, method="POST" if data is not None else "GET")
         try:
-            with urllib.request.urlopen(req, timeout=timeout) as resp:
-                return resp.read(), resp.geturl()
+            with opener.open(req, timeout=timeout) as resp:
+                return read_capped(resp, max_bytes), resp.geturl()
+        except (UnsafeURLError, ResponseTooLargeError) as e:
+            raise ServerRequestError(f"{what} at {url}: {e}") from None
         except urllib.error.HTTPError as e:
-            body = e.read().decode(errors="replace")[:500]
+            body = (e.read().decode(errors="replace") if e.fp is not None else "")[:500] or str(e.reason)
             if e.code < 500 and e.code not in RETRY_STATUSES:
                 raise ServerRequestError(f"{what} at {url} rejected the request ({e.code}): {body}") from None
             last, delay = e, retry_after(e.headers)

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from rllib_llm.http_safety import DEFAULT_MAX_BYTES, ResponseTooLargeError, UnsafeURLError, read_capped, safe_opener
 from rllib_llm.retry import RETRY_STATUSES, backoff_delay, retry_after
 
 logger = logging.getLogger(__name__)
@@ -127,6 +128,8 @@ class ChatClient:
         self._rng = rng or random.Random()
         self.limiter = RateLimiter(requests_per_minute / 60.0, burst, sleep=sleep) if requests_per_minute else None
         self._lock = threading.Lock()
+        self._opener = safe_opener(strip_auth_across_origins=True)
+        self.max_response_bytes = DEFAULT_MAX_BYTES
         #: Counters over the client's life: HTTP requests sent, retries, requests that failed for good.
         self.stats = {"requests": 0, "retries": 0, "failures": 0}
 
@@ -135,9 +138,10 @@ class ChatClient:
             self.stats[key] += 1
 
     def _post(self, body: dict[str, Any]) -> dict[str, Any]:
+        """One POST; redirects are followed to http(s) only, and the API key never travels to another host."""
         request = urllib.request.Request(self.url, data=json.dumps(body).encode(), headers=self._headers, method="POST")
-        with urllib.request.urlopen(request, timeout=self.timeout) as response:
-            return json.loads(response.read().decode())
+        with self._opener.open(request, timeout=self.timeout) as response:
+            return json.loads(read_capped(response, self.max_response_bytes).decode())
 
     def chat(
         self,
@@ -167,6 +171,9 @@ class ChatClient:
                     self._count("failures")
                     raise error from e
                 delay = retry_after(e.headers)
+            except (UnsafeURLError, ResponseTooLargeError) as e:  # not transient: retrying would not help
+                self._count("failures")
+                raise APIError(f"{self.url}: {e}") from e
             except (urllib.error.URLError, TimeoutError, ConnectionError) as e:
                 error = APIError(f"{type(e).__name__} calling {self.url}: {getattr(e, 'reason', e)}")
             else:

@@ -226,3 +226,28 @@ def test_client_does_not_retry_client_errors() -> None:
 def test_unknown_retriever_spec() -> None:
     with pytest.raises(ValueError):
         SearchEnv(retriever="elasticsearch")
+
+
+def test_retrieve_requests_are_bounded_before_any_retrieval():
+    import json
+
+    from rllib_llm.envs.search.server import (
+        MAX_BODY_BYTES,
+        MAX_QUERIES,
+        MAX_QUERY_CHARS,
+        RejectedRequest,
+        parse_retrieve_request,
+    )
+
+    def status(body: bytes, length: str | None = None) -> int:
+        with pytest.raises(RejectedRequest) as info:
+            parse_retrieve_request(body, length)
+        return info.value.status
+
+    assert parse_retrieve_request(json.dumps({"queries": ["a", "b"], "topk": 500}).encode()) == (["a", "b"], 50)
+    assert status(b"{}", str(MAX_BODY_BYTES + 1)) == 413  # refused from the header, before reading the body
+    assert status(json.dumps({"queries": ["q"] * 300_000}).encode()) == 413  # ~2 MB
+    assert status(json.dumps({"queries": ["q"] * (MAX_QUERIES + 1)}).encode()) == 422
+    assert status(json.dumps({"queries": ["x" * (MAX_QUERY_CHARS + 1)]}).encode()) == 422
+    assert status(json.dumps({"queries": "not a list"}).encode()) == 422
+    assert status(b"not json") == 422

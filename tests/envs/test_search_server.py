@@ -29,5 +29,9 @@ def test_ray_serve_retriever_end_to_end(ray_session: None) -> None:
         assert raw["result"][0][0]["document"]["contents"].startswith('"Danube"\n')
         with pytest.raises(ServerRequestError, match="422"):
             post_json(f"{url}/retrieve", {"queries": "not a list"}, retries=0)
+        with pytest.raises(ServerRequestError, match="413"):  # ~2 MB of queries: refused, not searched
+            post_json(f"{url}/retrieve", {"queries": ["q"] * 300_000}, retries=0)
+        with pytest.raises(ServerRequestError, match="422"):
+            post_json(f"{url}/retrieve", {"queries": ["q"] * 10_000}, retries=0)
     finally:
         shutdown_retriever()

@@ -59,3 +59,12 @@ def test_a_later_result_missing_an_agent_prints_dashes_in_its_columns():
     values = row_values(later)
     assert "verifier:success" not in values
     assert format_row(values, columns).split()[-3:] == ["-", "-", "-"]
+
+
+def test_the_table_shows_the_share_of_groups_without_signal():
+    from rllib_llm.progress import COLUMNS, format_row, header, row_values
+
+    result = {"training_iteration": 3, "learners": {"uninformative_group_fraction": 0.75, "default_policy": {}}}
+    values = row_values(result, COLUMNS)
+    assert values["no_signal"] == 0.75
+    assert "no_signal" in header(COLUMNS) and "0.75" in format_row(values, COLUMNS)

@@ -13,8 +13,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from rllib_llm.envs.search.retrievers import Retriever
+from rllib_llm.envs.search.server import MAX_BODY_BYTES, RejectedRequest, parse_retrieve_request
 
-MAX_TOPK = 50
 api = FastAPI(title="rllib-llm retriever")
 
 
@@ -35,12 +35,12 @@ class RetrieverServer:
 
     @api.post("/retrieve", response_model=None)
     async def retrieve(self, request: Request) -> Any:
+        length = request.headers.get("content-length")
         try:
-            body = await request.json()
-            queries, topk = body["queries"], int(body.get("topk", 3))
-            if not isinstance(queries, list) or not all(isinstance(q, str) for q in queries):
-                raise TypeError("queries must be a list of strings")
-        except Exception as e:  # a malformed request gets a 422 with the reason, not a 500
-            return JSONResponse({"error": f"bad request: {e}"}, status_code=422)
-        rows = self.retriever.retrieve(queries, max(1, min(topk, MAX_TOPK)))
+            if length is not None and length.isdigit() and int(length) > MAX_BODY_BYTES:
+                raise RejectedRequest(413, f"request body over {MAX_BODY_BYTES} bytes")  # before reading it
+            queries, topk = parse_retrieve_request(await request.body(), length)
+        except RejectedRequest as e:
+            return JSONResponse({"error": str(e)}, status_code=e.status)
+        rows = self.retriever.retrieve(queries, topk)
         return {"result": [[_entry(h) for h in row] for row in rows]}

@@ -122,6 +122,7 @@ class WebShopServer:
             timeout=self.timeout,
             retries=self.retries,
             what="WebShop server",
+            allowed_origin=self.url,  # a page's links may not lead the env to files or other hosts
             hint="Start it with `python -m web_agent_site.app` in the WebShop repo (see the module docstring).",
         )
         parsed = _WebShopHTML()

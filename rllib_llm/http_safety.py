@@ -1,0 +1,96 @@
+"""What every HTTP client of rllib-llm holds to: http(s) only, the origin it was given, capped answers.
+
+Why: env servers (WebShop, AppWorld, retrieval) and chat APIs are other people's processes. A page whose
+link points at ``file:///etc/passwd`` or at another host must not make the env read it into an observation
+(and so into prompts, trajectories and MLflow artifacts); a redirect to another host must not carry the API
+key along; an endless or huge answer must not fill the memory. One opener does all three for ``urllib``:
+
+- :func:`check_url`: http/https only, and (with ``origin``) the same scheme, host and port as ``origin``.
+- :func:`safe_opener`: redirects are held to the same rules (a redirect to another origin is refused, or with
+  ``strip_auth_across_origins`` followed without the ``Authorization`` header, as ``requests`` does).
+- :func:`read_capped`: reads at most ``max_bytes`` of an answer, else :class:`ResponseTooLargeError`.
+"""
+
+from __future__ import annotations
+
+import urllib.error
+import urllib.parse
+import urllib.request
+from typing import Any
+
+#: The largest answer a client reads by default (a WebShop page is ~50 kB, a chat completion less).
+DEFAULT_MAX_BYTES = 8 * 1024 * 1024
+SCHEMES = ("http", "https")
+
+
+class UnsafeURLError(ValueError):
+    """A URL (or a redirect) to another scheme or origin than the client may talk to."""
+
+
+class ResponseTooLargeError(ValueError):
+    """An answer longer than the client's cap."""
+
+
+def origin(url: str) -> tuple[str, str, int | None]:
+    """(scheme, lowercase host, port with the scheme's default filled in)."""
+    parts = urllib.parse.urlsplit(url)
+    port = parts.port or {"http": 80, "https": 443}.get(parts.scheme.lower())
+    return parts.scheme.lower(), (parts.hostname or "").lower(), port
+
+
+def check_url(url: str, allowed_origin: str | None = None) -> str:
+    """``url`` if it is http(s) (and on ``allowed_origin``'s scheme, host and port, when given)."""
+    scheme, host, _ = origin(url)
+    if scheme not in SCHEMES or not host:
+        raise UnsafeURLError(f"refusing {url!r}: only http:// and https:// URLs with a host are allowed")
+    if allowed_origin is not None and origin(url) != origin(allowed_origin):
+        raise UnsafeURLError(f"refusing {url!r}: not on the server this client was given ({allowed_origin})")
+    return url
+
+
+class _SafeRedirects(urllib.request.HTTPRedirectHandler):
+    def __init__(self, allowed_origin: str | None, strip_auth_across_origins: bool) -> None:
+        self.allowed_origin = allowed_origin
+        self.strip_auth = strip_auth_across_origins
+
+    def redirect_request(self, req: Any, fp: Any, code: int, msg: str, headers: Any, newurl: str) -> Any:
+        newurl = urllib.parse.urljoin(req.full_url, newurl)
+        same_origin = origin(newurl) == origin(req.full_url)
+        check_url(newurl, None if self.strip_auth and not same_origin else self.allowed_origin)
+        new = super().redirect_request(req, fp, code, msg, headers, newurl)
+        if new is not None and not same_origin:
+            for name in list(new.headers):
+                if name.lower() in ("authorization", "cookie", "proxy-authorization"):
+                    del new.headers[name]
+            for name in list(new.unredirected_hdrs):
+                if name.lower() in ("authorization", "cookie", "proxy-authorization"):
+                    del new.unredirected_hdrs[name]
+        return new
+
+
+def safe_opener(allowed_origin: str | None = None, strip_auth_across_origins: bool = False) -> urllib.request.OpenerDirector:
+    """An opener for http(s) only: no ``file:``/``ftp:``/``data:`` handlers at all, redirects checked by
+    :func:`check_url` (``allowed_origin``: refused elsewhere; ``strip_auth_across_origins``: followed to any
+    http(s) origin, credentials dropped)."""
+    opener = urllib.request.OpenerDirector()
+    for handler in (
+        urllib.request.ProxyHandler(),
+        urllib.request.HTTPHandler(),
+        urllib.request.HTTPSHandler(),
+        urllib.request.HTTPDefaultErrorHandler(),
+        urllib.request.HTTPErrorProcessor(),
+        _SafeRedirects(allowed_origin, strip_auth_across_origins),
+    ):
+        opener.add_handler(handler)
+    return opener
+
+
+def read_capped(response: Any, max_bytes: int = DEFAULT_MAX_BYTES) -> bytes:
+    """The answer's body, refusing one over ``max_bytes`` (its Content-Length, or what was actually sent)."""
+    length = response.headers.get("Content-Length") if getattr(response, "headers", None) else None
+    if length is not None and length.isdigit() and int(length) > max_bytes:
+        raise ResponseTooLargeError(f"answer from {response.geturl()} is {int(length)} bytes, over the {max_bytes} cap")
+    body = response.read(max_bytes + 1)
+    if len(body) > max_bytes:
+        raise ResponseTooLargeError(f"answer from {response.geturl()} is over the {max_bytes}-byte cap")
+    return body
