@@ -329,7 +329,10 @@ def prepare_run_folder(output: Path, *, resume: bool, overwrite: bool) -> None:
             )
         for name in existing:
             path = output / name
-            shutil.rmtree(path) if path.is_dir() else path.unlink()
+            if path.is_dir():
+                shutil.rmtree(path)
+            else:
+                path.unlink()
         print(f"Replacing the run in {output} (--overwrite).", flush=True)
     output.mkdir(parents=True, exist_ok=True)
 
