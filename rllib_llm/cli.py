@@ -166,7 +166,8 @@ def validate_config(config: Any, source: str) -> None:
 
 
 def init_ray() -> None:
-    """Joins the cluster of ``ray job submit`` (``RAY_ADDRESS`` is set there) or starts a local Ray."""
+    """Joins the cluster of ``ray job submit`` (``RAY_ADDRESS`` is set there) or one started on this machine by
+    ``ray start --head``, else starts a local Ray."""
     import ray
 
     if ray.is_initialized():
@@ -174,8 +175,15 @@ def init_ray() -> None:
     os.environ.setdefault("RAY_DEDUP_LOGS", "0")
     if os.environ.get("RAY_ADDRESS"):
         ray.init(configure_logging=False)
-    else:
+        return
+    try:
         ray.init(num_cpus=os.cpu_count(), include_dashboard=False, log_to_driver=False, configure_logging=False)
+    except ValueError as e:
+        # A cluster started here by `ray start --head` is joined by ray.init(), which then refuses num_cpus:
+        # run on that cluster, as ray.init() would without our settings.
+        if "existing cluster" not in str(e):
+            raise
+        ray.init(configure_logging=False)
 
 
 def format_eval(name: str, stats: dict[str, Any]) -> str:

@@ -121,3 +121,27 @@ def test_cli_reports_bad_input_in_one_line(tmp_path, capsys):
     assert "not found" in capsys.readouterr().err
     assert main(["evaluate", str(tmp_path)]) == 2
     assert "not an RLlib checkpoint" in capsys.readouterr().err
+
+
+def test_init_ray_joins_a_cluster_started_with_ray_start(monkeypatch):
+    """After `ray start --head`, ray.init() joins that cluster and refuses num_cpus: we join it instead of failing."""
+    import ray
+
+    from rllib_llm import cli
+
+    calls = []
+
+    def fake_init(**kwargs):
+        calls.append(kwargs)
+        if "num_cpus" in kwargs:
+            raise ValueError("When connecting to an existing cluster, num_cpus and num_gpus must not be provided.")
+
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", fake_init)
+    cli.init_ray()
+    assert len(calls) == 2 and "num_cpus" in calls[0] and "num_cpus" not in calls[1]
+    calls.clear()
+    monkeypatch.setattr(ray, "init", lambda **kw: (_ for _ in ()).throw(ValueError("some other problem")))
+    with pytest.raises(ValueError, match="some other problem"):
+        cli.init_ray()
