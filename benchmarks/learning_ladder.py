@@ -1,6 +1,6 @@
 """The learning ladder (issue 20): where does RL of the main job lose what supervised learning finds?
 
-    python benchmarks/learning_ladder.py --seeds 0 1 2 --iterations 6           # every rung, the old recipe
+    python benchmarks/learning_ladder.py --seeds 0 1 --iterations 4             # every rung, the old recipe
     python benchmarks/learning_ladder.py --recipe shipped --rungs natural        # the main job as shipped
 
 Every rung trains the main job's model, LoRA adapters, prompt and optimizer (``tuned_examples/numberline_gigpo.py``,
@@ -356,8 +356,8 @@ def report(records: list[dict], stem: str, note: str) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rungs", nargs="+", default=list(RUNGS), choices=RUNGS)
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--iterations", type=int, default=6)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
+    parser.add_argument("--iterations", type=int, default=4)
     parser.add_argument("--recipe", default="before", choices=sorted(RECIPES))
     parser.add_argument("--model", default="smollm2-135m-instruct")
     parser.add_argument("--eval-seeds", type=int, default=64)
