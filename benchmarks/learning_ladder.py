@@ -217,12 +217,12 @@ def supervised_step(algo: Any, probe: Probe, rng: np.random.Generator, rows: int
     return {"grad_norm": float(np.mean(norms)), "nll_steps": len(norms)}
 
 
-def _pick(result: dict, *path: str) -> Any:
-    for key in path:
-        if not isinstance(result, dict) or key not in result:
-            return None
-        result = result[key]
-    return float(result) if isinstance(result, (int, float, np.floating)) else result
+def _metric(result: dict, *path: str) -> float | None:
+    """A result entry (:func:`rllib_llm.progress.lookup`), None where the result has none."""
+    from rllib_llm.progress import lookup
+
+    value = lookup(result, path)
+    return None if math.isnan(value) else value
 
 
 def build(rung: str, seed: int, args: argparse.Namespace, seed_of: dict) -> Any:
@@ -267,11 +267,11 @@ def run_rung(rung: str, seed: int, args: argparse.Namespace, seed_of: dict, log:
         else:
             result = algo.train()
             stats = {
-                "grad_norm": _pick(result, "learners", "default_policy", "gradients_default_optimizer_global_norm"),
-                "uninformative_group_fraction": _pick(result, "learners", "uninformative_group_fraction"),
-                "train_success": _pick(result, "env_runners", "success_rate"),
-                "valid": _pick(result, "env_runners", "is_action_valid") or _pick(result, "env_runners", "valid_action_rate"),
-                "kl": _pick(result, "learners", "default_policy", "kl"),
+                "grad_norm": _metric(result, "learners", "default_policy", "gradients_default_optimizer_global_norm"),
+                "uninformative_group_fraction": _metric(result, "learners", "uninformative_group_fraction"),
+                "train_success": _metric(result, "env_runners", "success_rate"),
+                "valid": _metric(result, "env_runners", "valid_action_rate"),
+                "kl": _metric(result, "learners", "default_policy", "kl"),
             }
         write("probe", iteration=iteration, **probe(), **stats, seconds=time.perf_counter() - t)
     evaluation = algo.evaluate_seeds()

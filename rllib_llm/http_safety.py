@@ -21,6 +21,8 @@ from typing import Any
 #: The largest answer a client reads by default (a WebShop page is ~50 kB, a chat completion less).
 DEFAULT_MAX_BYTES = 8 * 1024 * 1024
 SCHEMES = ("http", "https")
+#: Headers that never follow a redirect to another origin.
+CREDENTIAL_HEADERS = ("authorization", "cookie", "proxy-authorization")
 
 
 class UnsafeURLError(ValueError):
@@ -59,12 +61,9 @@ class _SafeRedirects(urllib.request.HTTPRedirectHandler):
         check_url(newurl, None if self.strip_auth and not same_origin else self.allowed_origin)
         new = super().redirect_request(req, fp, code, msg, headers, newurl)
         if new is not None and not same_origin:
-            for name in list(new.headers):
-                if name.lower() in ("authorization", "cookie", "proxy-authorization"):
-                    del new.headers[name]
-            for name in list(new.unredirected_hdrs):
-                if name.lower() in ("authorization", "cookie", "proxy-authorization"):
-                    del new.unredirected_hdrs[name]
+            for headers_of_request in (new.headers, new.unredirected_hdrs):
+                for name in [n for n in headers_of_request if n.lower() in CREDENTIAL_HEADERS]:
+                    del headers_of_request[name]
         return new
 
 

@@ -13,7 +13,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from rllib_llm.envs.search.retrievers import Retriever
-from rllib_llm.envs.search.server import MAX_BODY_BYTES, RejectedRequest, parse_retrieve_request
+from rllib_llm.envs.search.server import RejectedRequest, check_body_size, parse_retrieve_request
 
 api = FastAPI(title="rllib-llm retriever")
 
@@ -35,11 +35,9 @@ class RetrieverServer:
 
     @api.post("/retrieve", response_model=None)
     async def retrieve(self, request: Request) -> Any:
-        length = request.headers.get("content-length")
         try:
-            if length is not None and length.isdigit() and int(length) > MAX_BODY_BYTES:
-                raise RejectedRequest(413, f"request body over {MAX_BODY_BYTES} bytes")  # before reading it
-            queries, topk = parse_retrieve_request(await request.body(), length)
+            check_body_size(request.headers.get("content-length"))  # before reading the body
+            queries, topk = parse_retrieve_request(await request.body())
         except RejectedRequest as e:
             return JSONResponse({"error": str(e)}, status_code=e.status)
         rows = self.retriever.retrieve(queries, topk)

@@ -30,13 +30,18 @@ class RejectedRequest(ValueError):
         self.status = status
 
 
+def check_body_size(size: str | int | None) -> None:
+    """:class:`RejectedRequest` (413) for a body over :data:`MAX_BODY_BYTES`: a Content-Length header (checked
+    before the body is read) or the length of the body read."""
+    if size is not None and str(size).isdigit() and int(size) > MAX_BODY_BYTES:
+        raise RejectedRequest(413, f"request body over {MAX_BODY_BYTES} bytes")
+
+
 def parse_retrieve_request(body: bytes, content_length: str | None = None) -> tuple[list[str], int]:
     """(queries, topk) of a /retrieve body, or :class:`RejectedRequest` saying why not (checked before any
     retrieval work: size first, from the Content-Length header when there is one)."""
-    if (content_length is not None and content_length.isdigit() and int(content_length) > MAX_BODY_BYTES) or len(
-        body
-    ) > MAX_BODY_BYTES:
-        raise RejectedRequest(413, f"request body over {MAX_BODY_BYTES} bytes")
+    check_body_size(content_length)
+    check_body_size(len(body))
     try:
         payload = json.loads(body)
         queries, topk = payload["queries"], int(payload.get("topk", 3))
