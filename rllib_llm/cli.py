@@ -26,6 +26,7 @@ import math
 import os
 import re
 import shutil
+import signal
 import sys
 import time
 import traceback
@@ -58,6 +59,9 @@ logger = logging.getLogger("rllib_llm")
 PROGRESS_FILE = "progress.jsonl"
 TRAJECTORIES_FILE = "trajectories.jsonl"
 SUMMARY_FILE = "summary.json"
+#: ``--checkpoint-every``'s default: a killed run loses at most this many iterations (a main-job save, 0.3 s,
+#: costs 0.3% of that time: benchmarks/results/checkpoint_cost.md).
+DEFAULT_CHECKPOINT_EVERY = 8
 
 
 class UserError(Exception):
@@ -258,7 +262,7 @@ def _resumed_mlflow_run(resumed: ResumePoint | None) -> str | None:
 def _tracking_for(
     args: argparse.Namespace, config: Any, name: str, source: str, output: Path, resumed: ResumePoint | None = None
 ):
-    from rllib_llm.tracking import Tracking, TrackingError, config_params, start_tracking
+    from rllib_llm.tracking import RUN_DIR_TAG, Tracking, TrackingError, config_params, start_tracking
 
     if args.no_tracking and not args.wandb_project:
         return Tracking()
@@ -271,8 +275,9 @@ def _tracking_for(
             wandb_project=args.wandb_project,
             wandb_entity=args.wandb_entity,
             directory=output,
-            tags={"tuned_example": source, "run_dir": str(output.resolve())},
+            tags={"tuned_example": source, RUN_DIR_TAG: str(output.resolve())},
             mlflow_run_id=_resumed_mlflow_run(resumed),
+            resume=bool(args.resume),
         )
     except TrackingError as e:
         raise UserError(str(e)) from e
@@ -302,6 +307,7 @@ def train_config(config: Any, stop: dict, args: argparse.Namespace, *, name: str
     tracking = _tracking_for(args, config, name, source, output, resumed)
     status = "FAILED"
     algo = None
+    previous_sigterm = _raise_on_sigterm()
     try:
         init_ray()
         algo = config.build_algo()
@@ -310,13 +316,32 @@ def train_config(config: Any, stop: dict, args: argparse.Namespace, *, name: str
         summary = _train_loop(algo, args, iterations, output, tracking, source, resumed, stop)
         status = "FINISHED"
         return summary
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (`ray job stop`, a scheduler's preemption): see below
         status = "KILLED"
         raise
     finally:
         tracking.finish(status)
         if algo is not None:
             algo.stop()
+        if previous_sigterm is not None:
+            signal.signal(signal.SIGTERM, previous_sigterm)
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM during training: unwinds like Ctrl-C, so the trackers close the run as KILLED."""
+
+
+def _raise_on_sigterm() -> Any:
+    """Turns SIGTERM into :class:`Terminated` (main thread only); returns the handler it replaced, or None."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def terminate(signum: int, frame: Any) -> None:
+        raise Terminated(f"signal {signum}")
+
+    return signal.signal(signal.SIGTERM, terminate)
 
 
 #: What a run writes into its folder (the checkpoint with its in-flight and previous copies).
@@ -580,8 +605,10 @@ def add_train_options(p: argparse.ArgumentParser) -> None:
                         "weight init of new parameters; held-out evaluation seeds stay the same")
     p.add_argument("--eval-seeds", type=_at_least(1), default=None, help="held-out seeds evaluated before and after")
     p.add_argument("--no-eval", action="store_true", help="skip the before/after evaluation")
-    p.add_argument("--checkpoint-every", type=_at_least(0), default=0,
-                   help="also checkpoint every N iterations (0: only at the end)")
+    p.add_argument("--checkpoint-every", type=_at_least(0), default=DEFAULT_CHECKPOINT_EVERY,
+                   help=f"checkpoint every N iterations, so that a killed run can --resume (default "
+                        f"{DEFAULT_CHECKPOINT_EVERY}; 0: only at the end). A LoRA checkpoint holds the adapters and "
+                        "optimizer state, not the frozen base: benchmarks/results/checkpoint_cost.md")
     p.add_argument("--overwrite", action="store_true",
                    help="replace the run already in --output (without it, an existing run folder is refused)")
     p.add_argument("--resume", action="store_true",
@@ -658,6 +685,9 @@ def main(argv: list[str] | None = None) -> int:
     except USER_ERRORS as e:
         print(f"rllib-llm: error: {one_line(str(e))}", file=sys.stderr)
         return 2
+    except Terminated:
+        print("rllib-llm: terminated (SIGTERM): --resume continues from the last checkpoint", file=sys.stderr)
+        return 128 + signal.SIGTERM
     return 0
 
 

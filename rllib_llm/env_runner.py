@@ -78,6 +78,8 @@ EMPTY_RESPONSE_RATE = "empty_response_rate"
 UNDECODABLE_RESPONSE_RATE = "undecodable_response_rate"
 # info key of the step at which an env failed (the episode is truncated there).
 ENV_ERROR = "env_error"
+#: Episode custom data: env faults that hit this episode (failed resets before it started, a failed step).
+ENV_FAULTS = "env_faults"
 #: Fresh envs tried for one reset before the rollout gives up.
 MAX_RESET_ATTEMPTS = 3
 
@@ -241,10 +243,9 @@ class LLMEnvRunner(EnvRunner, Checkpointable):
         return getattr(self.config, "env_step_timeout_s", None)
 
     def _replace_env(self, index: int, error: BaseException, where: str) -> None:
-        """Counts the fault and swaps in a fresh env; the old one is closed best-effort (a hung env is
-        only abandoned: its thread may still hold it)."""
+        """Swaps in a fresh env; the old one is closed best-effort (a hung env is only abandoned: its thread
+        may still hold it). The fault is counted on the episode it hit (:data:`ENV_FAULTS`)."""
         logger.warning("Env %d failed in %s (%s: %s); recreating it.", index, where, type(error).__name__, error)
-        self.metrics.log_value(NUM_ENV_FAULTS, 1, reduce="sum")
         broken = self.envs[index]
         if not isinstance(error, EnvStepTimeout):
             try:
@@ -253,21 +254,21 @@ class LLMEnvRunner(EnvRunner, Checkpointable):
                 logger.debug("Closing the failed env %d failed too.", index, exc_info=True)
         self.envs[index] = self._new_env()
 
-    def _reset(self, index: int, seed: int) -> tuple[Any, dict]:
-        """``env.reset(seed=)``; a failing env is replaced and reset again, up to ``MAX_RESET_ATTEMPTS``
-        times (an env that cannot even reset has no episode to truncate)."""
+    def _reset(self, index: int, seed: int) -> tuple[Any, dict, int]:
+        """``env.reset(seed=)`` -> (observation, info, failed resets); a failing env is replaced and reset
+        again, up to ``MAX_RESET_ATTEMPTS`` times (an env that cannot even reset has no episode to truncate)."""
         def reset() -> tuple[Any, dict]:
             return call_with_timeout(lambda: self.envs[index].reset(seed=seed), self._timeout)
 
-        for _ in range(MAX_RESET_ATTEMPTS - 1):
+        for failed in range(MAX_RESET_ATTEMPTS - 1):
             try:
-                return reset()
+                return *reset(), failed
             except Exception as e:
                 if not self.config.restart_failed_sub_environments:
                     raise
                 self._replace_env(index, e, "reset")
         try:
-            return reset()
+            return *reset(), MAX_RESET_ATTEMPTS - 1
         except Exception as e:
             raise RuntimeError(
                 f"env {self.config.env!r} failed to reset (seed {seed}) {MAX_RESET_ATTEMPTS} times in a row, "
@@ -276,22 +277,23 @@ class LLMEnvRunner(EnvRunner, Checkpointable):
 
     def _step(self, index: int, action: str | None) -> tuple[Any, float, bool, bool, dict]:
         """``env.step(action)``; a failing env is replaced and its episode truncated with reward 0, not
-        won, and ``info["env_error"]`` saying why (so it is neither dropped nor counted as a success)."""
+        won, and ``info["env_error"]`` saying why (so it is neither dropped nor counted as a success). The
+        fault is the env's, not the model's: the action counts as valid if it parsed (no penalty then)."""
         try:
             return call_with_timeout(self.envs[index].step, self._timeout, action)
         except Exception as e:
             if not self.config.restart_failed_sub_environments:
                 raise
             self._replace_env(index, e, "step")
-            return "", 0.0, False, True, {"is_action_valid": False, "won": False, ENV_ERROR: repr(e)}
+            return "", 0.0, False, True, {"won": False, ENV_ERROR: repr(e)}
 
     def _start_episode(self, index: int, seed: int, group_id: str) -> SingleAgentEpisode:
-        observation, info = self._reset(index, seed)
+        observation, info, faults = self._reset(index, seed)
         env = self.envs[index]
         episode = SingleAgentEpisode(observations=[observation], infos=[info], len_lookback_buffer=0)
         template = self.config.prompt_template or env.prompt_template
         episode.custom_data.update(
-            {GROUP_ID: group_id, SEED: seed},
+            {GROUP_ID: group_id, SEED: seed, ENV_FAULTS: faults},
             **prompt_fields(self.config, env, template, getattr(env, "task_description", "")),
         )
         return episode
@@ -303,10 +305,13 @@ class LLMEnvRunner(EnvRunner, Checkpointable):
         explore: bool = True,
         sampling: dict[str, Any] | None = None,
         group_size: int | None = None,
+        record_metrics: bool = True,
         **kwargs: Any,
     ) -> list[SingleAgentEpisode]:
         """One group rollout. ``seeds``: one per group (default: fresh random seeds for ``num_groups``);
-        ``group_size`` overrides the config's (evaluation plays each seed once); ``explore=False`` is greedy."""
+        ``group_size`` overrides the config's (evaluation plays each seed once); ``explore=False`` is greedy.
+        ``record_metrics=False`` (held-out evaluation) leaves the training metrics and counters alone: its
+        steps and faults are not the next training iteration's (nor do they advance an lr schedule)."""
         params, episodes = begin_group_rollout(self, seeds, explore, sampling, group_size)
         raw_format = [getattr(env, "action_format", "tags") == "raw" for env in self.envs]
         generated = 0
@@ -337,6 +342,7 @@ class LLMEnvRunner(EnvRunner, Checkpointable):
                 action = reply if raw_format[i] else parse_action(reply)
                 anchor = anchor_of(episodes[i].get_observations(-1), episodes[i].get_infos(-1) or {})
                 observation, reward, terminated, truncated, info = self._step(i, action)
+                episodes[i].custom_data[ENV_FAULTS] += ENV_ERROR in info
                 valid = bool(info.get("is_action_valid", action is not None)) and action is not None
                 last = step == self.config.max_episode_steps - 1
                 extra = {
@@ -360,7 +366,8 @@ class LLMEnvRunner(EnvRunner, Checkpointable):
                     truncated=bool(truncated or (last and not terminated)),
                     extra_model_outputs=extra,
                 )
-        self._log_rollout_metrics(episodes, generated, t_gen)
+        if record_metrics:
+            self._log_rollout_metrics(episodes, generated, t_gen)
         return episodes
 
     def _image_prompts(self, batch: dict[str, Any]) -> tuple[list[list[int]], list[list[np.ndarray]]]:
@@ -397,7 +404,7 @@ class LLMEnvRunner(EnvRunner, Checkpointable):
         log(PROMPT_LENGTH_MEAN, float(np.mean(prompts)) if prompts else 0.0, window=1)
         log(TOKENS_PER_S, generated / t_gen if t_gen > 0 else 0.0, window=1)
         log(NUM_ENV_STEPS, steps, reduce="sum")
-        log(NUM_ENV_FAULTS, 0, reduce="sum")  # present (0) in every result, not only after a fault
+        log(NUM_ENV_FAULTS, sum(ep.custom_data[ENV_FAULTS] for ep in episodes), reduce="sum")
         log(NUM_ENV_STEPS_LIFETIME, steps, reduce="lifetime_sum")
 
     def get_metrics(self) -> dict:

@@ -268,13 +268,19 @@ class LLMRLModule(TorchRLModule, InferenceOnlyAPI):
 
     # --- Weight sync ---------------------------------------------------------------------------------
 
-    def get_state(self, components=None, *, not_components=None, inference_only: bool = False, **kwargs) -> dict:
-        """With ``inference_only`` (what EnvRunners are sent) only trainable weights travel (LoRA adapters,
-        or the unfrozen layers): the frozen ones are the same pretrained weights on both sides."""
+    def get_state(
+        self, components=None, *, not_components=None, inference_only: bool = False, frozen_weights: bool = False,
+        **kwargs,
+    ) -> dict:
+        """The module's weights without the frozen ones (with LoRA or ``trainable_layers``): what EnvRunners are
+        sent at each sync and what checkpoints hold. Frozen weights are the pretrained ones, rebuilt from the
+        same source by ``setup`` on every side, so a LoRA checkpoint holds the adapters (MBs, not the base
+        model's hundreds of MBs), as peft saves them. ``frozen_weights=True`` returns every weight (to export a
+        merged model, say)."""
         state = super().get_state(components, not_components=not_components, inference_only=inference_only, **kwargs)
-        if inference_only and (self.spec.lora is not None or self.spec.trainable_layers is not None):
-            trainable = {name for name, p in self.named_parameters() if p.requires_grad}
-            state = {k: v for k, v in state.items() if k in trainable}
+        if not frozen_weights and (self.spec.lora is not None or self.spec.trainable_layers is not None):
+            frozen = {n for n, p in self.named_parameters(remove_duplicate=False) if not p.requires_grad}
+            state = {k: v for k, v in state.items() if k not in frozen}
         return state
 
     def set_state(self, state: dict) -> None:

@@ -31,6 +31,8 @@ DEFAULT_TRACKING_DIR = "mlruns"
 RLLIB_PARAMS = ("env", "env_config", "lr", "gamma", "grad_clip", "num_epochs", "minibatch_size", "seed",
                 "num_env_runners", "num_learners", "num_gpus_per_learner")
 MAX_PARAM_LENGTH = 500
+#: The tag naming a run's folder: how ``--resume`` finds (and a new run closes) a run a kill left RUNNING.
+RUN_DIR_TAG = "run_dir"
 _URI_SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]+:")
 
 
@@ -114,25 +116,46 @@ class MLflowTracker:
     resumed: bool = False
 
     def __init__(
-        self, tracking_uri: str | None, experiment: str, run_name: str, tags: dict[str, str], run_id: str | None = None
+        self, tracking_uri: str | None, experiment: str, run_name: str, tags: dict[str, str], run_id: str | None = None,
+        resume: bool = False,
     ) -> None:
-        """A new run, or with ``run_id`` (``--resume``) the run a killed training wrote, set RUNNING again."""
+        """A new run, or the stored run ``run_id`` (from the checkpoint) set RUNNING again; with ``resume``
+        (``--resume``) and no ``run_id``, the run still RUNNING with the same ``run_dir`` tag (a run killed before its first checkpoint), set RUNNING
+        again. Any other run of that folder still RUNNING was killed (SIGKILL leaves it so): it is closed as
+        KILLED, so a killed run never stays RUNNING forever."""
         try:
             from mlflow.tracking import MlflowClient
         except ImportError as e:
             raise TrackingError("MLflow tracking needs mlflow: pip install 'rllib-llm[tracking]'") from e
         self.tracking_uri, artifact_root = resolve_tracking_uri(tracking_uri)
         self.client = MlflowClient(tracking_uri=self.tracking_uri)
+        run_dir = tags.get(RUN_DIR_TAG)
         try:
+            experiment_id = ensure_experiment(self.client, experiment, artifact_root)
+            stale = self.running_runs_of(experiment_id, run_dir) if run_dir else []
+            if resume and run_id is None and stale:
+                run_id = stale[0]
             run = self._continue(run_id) if run_id else None
             if run is None:
-                experiment_id = ensure_experiment(self.client, experiment, artifact_root)
                 run = self.client.create_run(experiment_id, run_name=run_name, tags=tags)
+            for other in stale:
+                if other != run.info.run_id:
+                    self.client.set_terminated(other, "KILLED")
+                    logger.warning("MLflow run %s of %s was left RUNNING by a killed run: closed as KILLED",
+                                   other, run_dir)
             experiment_id = run.info.experiment_id
         except Exception as e:  # an unreachable server, a bad URI: one line, not a 50-frame traceback
             raise TrackingError(f"MLflow at {self.tracking_uri!r}: {type(e).__name__}: {e}") from e
         self.run_id: str = run.info.run_id
         self.experiment_id = experiment_id
+
+    def running_runs_of(self, experiment_id: str, run_dir: str) -> list[str]:
+        """Ids of the experiment's RUNNING runs tagged with ``run_dir``, newest first."""
+        runs = self.client.search_runs(
+            [experiment_id], filter_string="attributes.status = 'RUNNING'", order_by=["attributes.start_time DESC"],
+            max_results=1000,
+        )
+        return [r.info.run_id for r in runs if r.data.tags.get(RUN_DIR_TAG) == run_dir]
 
     def _continue(self, run_id: str) -> Any | None:
         """The stored run ``run_id``, marked RUNNING; None (a new run, with a warning) when this store lacks it."""
@@ -258,16 +281,18 @@ def start_tracking(
     directory: Path = Path("."),
     tags: dict[str, str] | None = None,
     mlflow_run_id: str | None = None,
+    resume: bool = False,
 ) -> Tracking:
     """The run's trackers. MLflow is on by default but optional: without ``tracking_uri`` (or
     ``$MLFLOW_TRACKING_URI``) a missing mlflow package only warns; asked for explicitly, it is an error.
-    ``mlflow_run_id`` continues that MLflow run (``--resume``) instead of starting one."""
+    With ``resume`` the MLflow run ``mlflow_run_id`` (or the folder's run a kill left RUNNING) is continued
+    instead of starting one (see :class:`MLflowTracker`)."""
     tags = dict(tags or {})
     trackers: list[Any] = []
     if mlflow:
         explicit = tracking_uri is not None or "MLFLOW_TRACKING_URI" in os.environ
         try:
-            trackers.append(MLflowTracker(tracking_uri, experiment, run_name, tags, run_id=mlflow_run_id))
+            trackers.append(MLflowTracker(tracking_uri, experiment, run_name, tags, mlflow_run_id, resume))
         except TrackingError as e:
             if explicit or not isinstance(e.__cause__, ImportError):
                 raise

@@ -20,7 +20,7 @@ from ray.rllib.utils.metrics import (
 )
 
 from rllib_llm.algorithms.sharding import NotEnoughGroupsError, learner_update_data
-from rllib_llm.env_runner import RESPONSE, VALID, episode_success
+from rllib_llm.env_runner import ENV_FAULTS, RESPONSE, VALID, episode_success
 
 logger = logging.getLogger(__name__)
 
@@ -110,17 +110,19 @@ class LLMAlgorithm(Algorithm):
             seeds = list(range(offset, offset + n))
 
         def play(runner):
-            return runner.sample(seeds=seeds, explore=explore, group_size=1)
+            return runner.sample(seeds=seeds, explore=explore, group_size=1, record_metrics=False)
 
         remote = self.env_runner_group.num_remote_env_runners() > 0
         return self.env_runner_group.foreach_env_runner(play, local_env_runner=not remote)[0]
 
     def evaluate_seeds(self, seeds: list[int] | None = None, explore: bool = False) -> dict[str, Any]:
-        """Success and valid-action rates over held-out seeds, one episode per seed (greedy by default)."""
+        """Success and valid-action rates over held-out seeds, one episode per seed (greedy by default), and
+        the env faults that hit them (an evaluation's faults are its own, never a training iteration's)."""
         episodes = self.play_held_out(seeds, explore)
         valid = [v for ep in episodes for v in ep.get_extra_model_outputs(VALID)]
         return {
             "num_episodes": len(episodes),
+            "num_env_faults": int(sum(ep.custom_data.get(ENV_FAULTS, 0) for ep in episodes)),
             "success_rate": float(np.mean([episode_success(ep) for ep in episodes])),
             "valid_action_rate": float(np.mean(valid)) if valid else 0.0,
             "episode_return_mean": float(np.mean([ep.get_return() for ep in episodes])),

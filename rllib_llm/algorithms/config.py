@@ -38,6 +38,7 @@ from rllib_llm.algorithms.learner_connectors import (
 )
 from rllib_llm.algorithms.losses import KL_ESTIMATORS, LOSS_AGG_MODES, POLICY_LOSSES
 from rllib_llm.env_connectors import default_env_to_module
+from rllib_llm.envs.registry import env_config_errors
 from rllib_llm.generation import BACKENDS, SamplingParams
 from rllib_llm.models import ModelSpec
 
@@ -321,6 +322,8 @@ class LLMConfig(AlgorithmConfig):
                 errors.append(message)
 
         check(self.env is not None, "env: set an environment, e.g. .environment('NumberLine')")
+        if self.env is not None and not self.is_multi_agent:
+            errors.extend(env_config_errors(self.env, self.env_config))
         for name in ("group_size", "num_groups", "max_episode_steps", "evaluation_num_seeds"):
             value = getattr(self, name)
             ok = isinstance(value, int) and not isinstance(value, bool) and value >= 1

@@ -6,6 +6,8 @@ table, so ``gymnasium.make`` works too and users can register their own envs eit
 
 from __future__ import annotations
 
+import difflib
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -40,6 +42,42 @@ def make_env(env: str | Callable[..., gym.Env] | type, env_config: dict[str, Any
         known = ", ".join(sorted(_ALIASES)) or "none"
         raise ValueError(f"Unknown env {env!r}. Registered rllib-llm envs: {known}; or pass a gymnasium id or class.")
     return gym.make(gym_id, **env_config).unwrapped
+
+
+def env_config_errors(env: Any, env_config: dict[str, Any] | None) -> list[str]:
+    """What is wrong with ``env_config`` for ``env`` (an alias, a gymnasium id, a class or a factory), checked
+    against the constructor's keyword arguments before any env is built: an unknown key (a typo, a field of
+    another env) is one line naming the allowed keys, not a traceback from inside an EnvRunner. Envs taking
+    ``**kwargs``, and ids this registry cannot resolve, are not checked."""
+    creator = env
+    if not callable(env):
+        _load_builtin_envs()
+        spec = gym.registry.get(_ALIASES.get(env, env))
+        if spec is None:
+            return []
+        creator = spec.entry_point
+        if isinstance(creator, str):
+            try:
+                from gymnasium.envs.registration import load_env_creator
+
+                creator = load_env_creator(creator)
+            except Exception:  # noqa: BLE001  building the env will report it
+                return []
+    try:
+        parameters = inspect.signature(creator).parameters.values()
+    except (TypeError, ValueError):
+        return []
+    if any(p.kind is p.VAR_KEYWORD for p in parameters):
+        return []
+    allowed = sorted(p.name for p in parameters if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD))
+    errors = []
+    for key in dict(env_config or {}):
+        if key not in allowed:
+            close = difflib.get_close_matches(str(key), allowed, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            errors.append(f"env_config: unknown key {key!r} for {getattr(env, '__name__', env)}{hint}; "
+                          f"allowed: {', '.join(allowed) or 'none'}")
+    return errors
 
 
 def _load_builtin_envs() -> None:

@@ -296,6 +296,7 @@ class LLMMultiAgentEnvRunner(EnvRunner, Checkpointable):
         explore: bool = True,
         sampling: dict[str, Any] | None = None,
         group_size: int | None = None,
+        record_metrics: bool = True,
         **kwargs: Any,
     ) -> list[MultiAgentEpisode]:
         """One group rollout (same arguments as :meth:`LLMEnvRunner.sample`)."""
@@ -318,7 +319,8 @@ class LLMMultiAgentEnvRunner(EnvRunner, Checkpointable):
                 self._env_step(
                     i, episodes[i], agent_ids, outputs, prompts, last=step == self.config.max_episode_steps - 1
                 )
-        self._log_rollout_metrics(episodes, generated, t_gen, calls)
+        if record_metrics:
+            self._log_rollout_metrics(episodes, generated, t_gen, calls)
         return episodes
 
     def _generate(self, episodes, requests, params, explore) -> tuple[dict, dict, int, float]:

@@ -61,6 +61,35 @@ def test_an_unknown_training_field_lists_rllib_and_llm_fields(tmp_path, capsys):
     assert "kl_coeff" in line and " lr," in line  # LLMConfig's own fields and RLlib's AlgorithmConfig ones
 
 
+def test_an_unknown_env_config_key_is_one_line_before_ray_starts(tmp_path, capsys, monkeypatch):
+    import rllib_llm.cli as cli
+
+    def no_ray():
+        raise AssertionError("Ray started for a config that cannot work")
+
+    monkeypatch.setattr(cli, "init_ray", no_ray)
+    body = '.environment("NumberLine", env_config={"max_positon": 3, "bogus": 1})'
+    line = train_error(write_example(tmp_path, body), capsys)
+    assert "env_config: unknown key 'max_positon' for NumberLine (did you mean 'max_position'?)" in line
+    assert "env_config: unknown key 'bogus' for NumberLine;" in line and "max_position" in line.split("allowed: ")[1]
+
+
+def test_env_config_keys_are_checked_against_classes_factories_and_not_kwargs_envs():
+    from rllib_llm.envs.gym_cards.number_line import NumberLineEnv
+    from rllib_llm.envs.registry import env_config_errors
+
+    assert env_config_errors("NumberLine", {"max_position": 3}) == []
+    assert env_config_errors(NumberLineEnv, {"max_position": 3}) == []
+    assert len(env_config_errors(NumberLineEnv, {"max_pos": 3})) == 1
+
+    def factory(size: int = 3):
+        return None
+
+    assert env_config_errors(factory, {"size": 4}) == [] and "allowed: size" in env_config_errors(factory, {"x": 1})[0]
+    assert env_config_errors(lambda **kwargs: None, {"anything": 1}) == []
+    assert env_config_errors("NotARegisteredEnv-v9", {"anything": 1}) == []  # building it reports that
+
+
 def test_a_builder_that_raises_gives_its_message_and_line(tmp_path, capsys):
     line = train_error(write_example(tmp_path, ".generation(temperature=0.0)"), capsys)
     assert "bad_example.py:7: temperature must be > 0" in line

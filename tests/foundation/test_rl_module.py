@@ -41,17 +41,36 @@ def test_learner_logprobs_match_generation_logprobs_for_unchanged_policy():
     torch.testing.assert_close(logp[mask], batch["old_logp"][mask], rtol=1e-4, atol=1e-4)
 
 
-def test_lora_trains_and_syncs_only_adapter_weights():
-    module = build(model={"name_or_path": "tiny-random-llama", "lora": {"r": 4, "lora_alpha": 8}})
+def test_lora_trains_syncs_and_checkpoints_only_adapter_weights():
+    lora = {"name_or_path": "tiny-random-llama", "lora": {"r": 4, "lora_alpha": 8}}
+    module = build(model=lora)
     trainable = {n for n, p in module.named_parameters() if p.requires_grad}
     assert trainable and all("lora_" in n for n in trainable)
     synced = module.get_state(inference_only=True)
     assert set(synced) == trainable
-    assert len(module.get_state()) > len(synced)
-    other = build(model={"name_or_path": "tiny-random-llama", "lora": {"r": 4, "lora_alpha": 8}})
+    assert set(module.get_state()) == trainable  # what a checkpoint holds: the base is rebuilt from its source
+    assert len(module.get_state(frozen_weights=True)) > len(synced)
+    other = build(model=lora)
     other.set_state({k: v + 1.0 for k, v in synced.items()})
     name = next(iter(trainable))
     np.testing.assert_allclose(other.get_state()[name], synced[name] + 1.0)
+
+
+def test_adapter_only_state_restores_the_same_policy():
+    lora = {"name_or_path": "tiny-random-llama", "lora": {"r": 4, "lora_alpha": 8}}
+    trained = build(model=lora)
+    with torch.no_grad():
+        for p in trained.parameters():
+            if p.requires_grad:
+                p.add_(0.05 * torch.randn_like(p))
+    restored = build(model=lora)
+    restored.set_state(trained.get_state())
+    ids = torch.tensor([[5, 6, 7, 8, 9, 10]])
+    batch = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "response_mask": torch.ones(1, 3)}
+    with torch.no_grad():
+        expected = trained.forward_train(batch)["logp"]
+        torch.testing.assert_close(restored.forward_train(batch)["logp"], expected)
+        assert not torch.allclose(build(model=lora).forward_train(batch)["logp"], expected)
 
 
 def test_set_state_rejects_weights_of_another_model():

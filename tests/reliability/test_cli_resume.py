@@ -1,95 +1,119 @@
-"""A real ``rllib-llm train`` run SIGKILLed after its iteration-2 checkpoint, then ``--resume``d: the
-progress rows are exactly 1..4 and the resumed run's iteration counter continues from the checkpoint."""
+"""Real ``rllib-llm train`` runs of the tiny model SIGKILLed (with the Ray processes they started) at random
+moments and once inside a checkpoint save, then ``--resume``d to the end: the progress rows, the final
+Learner state and the evaluations equal those of a run never killed, and the folder has one MLflow run,
+FINISHED. The same loop with >= 50 kills of a stand-in algorithm is ``test_kill_loop.py`` (default suite)."""
 
 from __future__ import annotations
 
-import json
 import os
+import pickle
+import random
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
+import torch
 
-from rllib_llm.resume import MARKER_FILE
+from rllib_llm.resume import CHECKPOINT_NAME, TMP_SUFFIX
+from tests.reliability.test_kill_loop import final_state, mlflow_runs_of, progress, summary
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = "tests/fixtures/tiny_numberline.py"
+ITERATIONS = 6
 
 
-def train(run_dir: Path, *extra: str) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "rllib_llm.cli",
-        "train",
-        EXAMPLE,
-        "--output",
-        str(run_dir),
-        "--iterations",
-        "4",
-        "--checkpoint-every",
-        "1",
-        "--no-tracking",
-        "--no-eval",
-        *extra,
-    ]
+def train(run_dir: Path, uri: str, resume: bool) -> list[str]:
+    return [sys.executable, "-m", "rllib_llm.cli", "train", EXAMPLE, "--output", str(run_dir), "--iterations",
+            str(ITERATIONS), "--checkpoint-every", "1", "--tracking-uri", uri, "--experiment", "kills",
+            "--eval-seeds", "3", *(["--resume"] if resume else [])]
 
 
-def checkpointed_iteration(run_dir: Path) -> int:
+def rows_of(run_dir: Path) -> int:
     try:
-        return int(json.loads((run_dir / "checkpoint" / MARKER_FILE).read_text())["training_iteration"])
-    except (OSError, ValueError, KeyError):
+        return len((run_dir / "progress.jsonl").read_text().splitlines())
+    except OSError:
         return 0
 
 
-def kill_group(proc: subprocess.Popen) -> None:
-    """SIGKILL the run and what it started (its own session: Ray's local processes)."""
+def start(argv: list[str]) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.Popen(argv, cwd=ROOT, env=env, start_new_session=True, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def kill_group(proc: subprocess.Popen) -> bool:
+    """SIGKILLs the run and what it started (its own session: Ray's local processes); False if it had ended."""
+    ended = proc.poll() is not None
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
     proc.wait()
+    return not ended
+
+
+def same(a, b) -> bool:
+    """Exact equality of nested states holding tensors and arrays."""
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)):
+        return type(a) is type(b) and len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, torch.Tensor):
+        return isinstance(b, torch.Tensor) and torch.equal(a, b)
+    if isinstance(a, np.ndarray):
+        return np.array_equal(a, b)
+    return a == b
+
+
+def finish(proc: subprocess.Popen) -> None:
+    try:
+        _, err = proc.communicate(timeout=480)
+    finally:
+        kill_group(proc)
+    assert proc.returncode == 0, err[-3000:]
 
 
 @pytest.mark.slow
-def test_sigkilled_run_resumes_from_its_last_checkpoint(tmp_path):
-    run_dir = tmp_path / "run"
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    first = subprocess.Popen(
-        train(run_dir), cwd=ROOT, env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
-    try:
-        deadline = time.monotonic() + 480
-        while checkpointed_iteration(run_dir) < 2:
-            assert first.poll() is None, "the run ended before its iteration-2 checkpoint"
-            assert time.monotonic() < deadline, "no iteration-2 checkpoint in time"
-            time.sleep(0.2)
-    finally:
-        kill_group(first)
-    killed_at = checkpointed_iteration(run_dir)
-    assert killed_at in (2, 3)
+def test_tiny_model_killed_at_random_and_inside_a_save_resumes_to_the_never_killed_end(tmp_path):
+    uri = str(tmp_path / "mlruns")
+    reference, run_dir = tmp_path / "never_killed", tmp_path / "killed"
+    started = time.monotonic()
+    finish(start(train(reference, uri, resume=False)))
+    run_s = time.monotonic() - started
 
-    second = subprocess.Popen(
-        train(run_dir, "--resume"),
-        cwd=ROOT,
-        env=env,
-        start_new_session=True,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        out, err = second.communicate(timeout=480)
-    finally:
-        kill_group(second)
-    assert second.returncode == 0, err[-3000:]
-    assert f"after iteration {killed_at}" in out
-    printed = [int(line.split()[0]) for line in out.splitlines() if line.split() and line.split()[0].isdigit()]
-    assert printed == list(range(killed_at + 1, 5))  # the table of the resumed run starts after the checkpoint
-    rows = [json.loads(line) for line in (run_dir / "progress.jsonl").read_text().splitlines()]
-    assert [r["iter"] for r in rows] == [1.0, 2.0, 3.0, 4.0]
-    assert checkpointed_iteration(run_dir) == 4
-    assert sorted(p.name for p in run_dir.iterdir() if p.name.startswith("checkpoint")) == ["checkpoint"]
+    rng = random.Random(0)
+    kills = in_save = 0
+    for when in ("inside_a_save", "during_an_iteration", "during_an_iteration"):
+        proc = start(train(run_dir, uri, resume=kills > 0))
+        saving, rows = run_dir / (CHECKPOINT_NAME + TMP_SUFFIX), rows_of(run_dir)
+        deadline = time.monotonic() + 480
+        while time.monotonic() < deadline and proc.poll() is None:
+            if when == "inside_a_save" and saving.exists():
+                break
+            if when == "during_an_iteration" and rows_of(run_dir) > rows:  # training, not start-up
+                time.sleep(rng.uniform(0.0, run_s / ITERATIONS))
+                break
+            time.sleep(0.001)
+        if kill_group(proc):
+            kills += 1
+            in_save += saving.exists()
+    finish(start(train(run_dir, uri, resume=True)))
+
+    assert kills >= 2 and in_save >= 1, (kills, in_save)
+    assert [row["iter"] for row in progress(run_dir)] == list(range(1, ITERATIONS + 1))
+    assert progress(run_dir) == progress(reference)  # no gap, no repeat, the same values
+    def trained(run: Path) -> dict:  # the weights and optimizer state (the Learner's timers differ run to run)
+        learner = run / CHECKPOINT_NAME / "learner_group" / "learner"
+        weights = pickle.loads((learner / "rl_module" / "default_policy" / "module_state.pkl").read_bytes())
+        return {"weights": weights, "optimizer": final_state(run)["optimizer"]}
+
+    assert trained(reference)["weights"] and trained(reference)["optimizer"]
+    assert same(trained(run_dir), trained(reference))
+    print(f"tiny model: {kills} SIGKILLs survived ({in_save} inside a checkpoint save), same end as never killed")
+    assert summary(run_dir) == summary(reference)
+    assert sorted(p.name for p in run_dir.iterdir() if p.name.startswith(CHECKPOINT_NAME)) == [CHECKPOINT_NAME]
+    assert [r.info.status for r in mlflow_runs_of(uri, run_dir)] == ["FINISHED"]

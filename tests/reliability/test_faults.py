@@ -58,6 +58,7 @@ def test_training_survives_env_faults_and_never_counts_a_faulted_episode_as_a_su
     faults = [r["env_runners"]["num_env_faults"] for r in results]
     assert sum(faults) == len(faulty_env.FAULTS) > 0  # every injected fault counted once, raises and hangs
     assert {kind for _, kind in faulty_env.FAULTS} == {"raise", "hang"}
+    print(f"env faults: {len(faulty_env.FAULTS)} injected and survived")
     for result, episodes in zip(results, recorded.episodes, strict=True):
         assert len(episodes) == GROUPS * GROUP_SIZE  # a faulted episode is not dropped
         for episode in episodes:
@@ -70,6 +71,37 @@ def test_training_survives_env_faults_and_never_counts_a_faulted_episode_as_a_su
     assert any(faulted(e) for episodes in recorded.episodes for e in episodes)
     learner = results[-1]["learners"]["default_policy"]
     assert np.isfinite(learner["policy_loss"])
+    # The fault is the env's: the step that hit it gets reward 0, and the model's reply is judged as it was
+    # (valid if it parsed), with no invalid-action penalty for a parseable one.
+    hit = [
+        (reward, valid, action)
+        for episodes in recorded.episodes for episode in episodes
+        for reward, valid, action, info in zip(episode.get_rewards(), episode.get_extra_model_outputs(VALID),
+                                               episode.get_actions(), episode.get_infos()[1:], strict=True)
+        if ENV_ERROR in info
+    ]
+    assert hit
+    penalty = recorded.algo.config.invalid_action_penalty
+    for reward, valid, action in hit:
+        assert valid == (action is not None)
+        assert reward == (0.0 if valid else -penalty)
+
+
+def test_evaluation_faults_are_the_evaluations_own_not_a_training_iterations(recorded):
+    """The held-out evaluation reports the faults that hit it; the next training result counts only the faults
+    (and env steps) of its own rollout."""
+    faulty_env.FAULTS.clear()
+    runner = recorded.algo.env_runner
+    lifetime = runner.num_env_steps_sampled_lifetime
+    stats = recorded.algo.evaluate_seeds(list(range(100, 140)))
+    evaluation_faults = len(faulty_env.FAULTS)
+    assert evaluation_faults > 0 and stats["num_env_faults"] == evaluation_faults
+    assert runner.num_env_steps_sampled_lifetime == lifetime  # evaluation steps are no training samples
+    result = recorded.algo.train()
+    steps = sum(len(e) for e in recorded.episodes[-1])
+    assert result["env_runners"]["num_env_faults"] == len(faulty_env.FAULTS) - evaluation_faults
+    assert result["env_runners"]["num_env_steps_sampled"] == steps
+    assert runner.num_env_steps_sampled_lifetime == lifetime + steps
 
 
 def byte_chars() -> dict[int, str]:
@@ -127,11 +159,14 @@ def test_model_output_faults_are_penalized_and_reach_the_result_dict(recorded):
             episode.get_extra_model_outputs(VALID),
             episode.get_rewards(),
             episode.get_extra_model_outputs(ENV_REWARD),
+            [ENV_ERROR in (info or {}) for info in episode.get_infos()[1:]],
             strict=True,
         )
     ]
     texts = [s[0] for s in steps]
-    assert env["valid_action_rate"] == 0.0 and not any(s[2] for s in steps)
+    # Every response is invalid wherever the env judged it (a step the env failed on is valid iff it parsed).
+    assert not any(s[2] for s in steps if not s[5])
+    assert env["valid_action_rate"] == pytest.approx(np.mean([s[2] for s in steps]))
     for key, flags in (
         ("empty_response_rate", [not t.strip() for t in texts]),
         ("truncated_response_rate", [s[1] == "length" for s in steps]),
@@ -139,7 +174,7 @@ def test_model_output_faults_are_penalized_and_reach_the_result_dict(recorded):
     ):
         assert np.mean(flags) > 0 and env[key] == pytest.approx(np.mean(flags)), key
     penalty = recorded.algo.config.invalid_action_penalty
-    assert all(reward == pytest.approx(env_reward - penalty) for *_, reward, env_reward in steps)
+    assert all(s[3] == pytest.approx(s[4] - (0.0 if s[2] else penalty)) for s in steps)
     assert np.isfinite(result["learners"]["default_policy"]["policy_loss"])
 
 
