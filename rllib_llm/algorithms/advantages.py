@@ -17,7 +17,10 @@ from difflib import SequenceMatcher
 import numpy as np
 
 NORM_MODES = ("std", "mean")
-STEP_GROUPINGS = ("exact", "similarity")
+#: GiGPO step groups: identical anchors within an episode group (the paper's), similar anchors within one
+#: (verl-agent's similarity GiGPO), or identical anchors across every episode group of the batch (for envs
+#: whose anchor is the whole state: a state met from several start states is compared across all of them).
+STEP_GROUPINGS = ("exact", "similarity", "exact_across_groups")
 
 
 def _check_mode(mode: str) -> None:
@@ -258,16 +261,20 @@ def gigpo_advantages(
     mode: str = "std",
     eps: float = 1e-6,
     over_steps: bool = False,
+    across_groups: bool = False,
 ) -> np.ndarray:
-    """GiGPO: episode-level group advantage + ``omega`` x step-level advantage.
+    """GiGPO: episode-level group advantage + ``omega`` x step-level advantage (paper eqs. 3-8).
 
     The step-level part normalizes each step's discounted return within its anchor-state group (steps of
     the group's trajectories that saw the same anchor observation). For similarity grouping pass the
-    cluster ids of :func:`similarity_step_groups` as ``anchor_index``.
+    cluster ids of :func:`similarity_step_groups` as ``anchor_index``. ``across_groups`` pools identical
+    anchors of every episode group (valid when an anchor is the env's whole state, so equal anchors are the
+    same decision whatever the start state); the episode level stays per group.
     """
     episode_level = grpo_advantages(rewards, episode_index, group_index, mode, eps, over_steps)
     returns = discounted_returns(rewards, episode_index, gamma)
-    step_level = group_normalize(returns, step_groups(group_index, anchor_index), mode, eps)
+    anchor_groups = dense_ids(anchor_index) if across_groups else step_groups(group_index, anchor_index)
+    step_level = group_normalize(returns, anchor_groups, mode, eps)
     return episode_level + omega * step_level
 
 

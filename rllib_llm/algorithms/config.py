@@ -110,7 +110,8 @@ class LLMConfig(AlgorithmConfig):
         self.advantage_norm = "std"
         #: Group mean/std over steps (long episodes weigh more) as verl-agent's default; False: per episode.
         self.group_stats_over_steps = False
-        #: GiGPO step groups: "exact" anchors, or "similarity" (str() ratio >= similarity_threshold).
+        #: GiGPO step groups: "exact" anchors within an episode group (the paper's), "similarity" (str() ratio
+        #: >= similarity_threshold, verl-agent's), or "exact_across_groups" (identical anchors of all groups).
         self.step_grouping = "exact"
         self.similarity_threshold = 0.9
         self.policy_loss = "ppo"

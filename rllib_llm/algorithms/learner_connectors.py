@@ -197,6 +197,7 @@ def _gigpo(steps: Steps, config: Any) -> np.ndarray:
         omega=config.step_advantage_weight,
         mode=config.advantage_norm,
         over_steps=getattr(config, "group_stats_over_steps", False),
+        across_groups=getattr(config, "step_grouping", "exact") == "exact_across_groups",
     )
 
 

@@ -295,3 +295,32 @@ def test_uninformative_group_fraction_counts_groups_whose_advantages_are_all_zer
     assert uninformative_group_fraction(advantages, groups) == 1 / 4
     assert uninformative_group_fraction(np.zeros(3), np.array([0, 1, 1])) == 1.0
     assert uninformative_group_fraction(np.array([]), np.array([], dtype=np.int64)) == 0.0
+
+
+def test_gigpo_step_groups_across_episode_groups_by_hand():
+    # Two groups of two one-step episodes; anchors A=0, B=1. Group 0: A returns 1, B returns 0; group 1: A 0, B 1.
+    # Mean mode, episode level: group 0 +0.5 / -0.5, group 1 -0.5 / +0.5.
+    # Exact (within a group): every anchor is alone in its group -> step level 0 -> totals = episode level.
+    # Across groups: A pools returns {1, 0} -> +0.5 / -0.5, B pools {0, 1} -> -0.5 / +0.5 -> totals +-1.
+    rewards, episodes = np.array([1.0, 0.0, 0.0, 1.0]), np.arange(4)
+    groups, anchors = np.array([0, 0, 1, 1]), np.array([0, 1, 0, 1])
+    exact = gigpo_advantages(rewards, episodes, groups, anchors, mode="mean")
+    np.testing.assert_allclose(exact, [0.5, -0.5, -0.5, 0.5])
+    across = gigpo_advantages(rewards, episodes, groups, anchors, mode="mean", across_groups=True)
+    np.testing.assert_allclose(across, [1.0, -1.0, -1.0, 1.0])
+
+
+def test_the_gigpo_estimator_pools_across_groups_only_when_configured():
+    from types import SimpleNamespace
+
+    from rllib_llm.algorithms.config import LLMConfig
+    from rllib_llm.algorithms.learner_connectors import ADVANTAGE_ESTIMATORS
+
+    steps = SimpleNamespace(rewards=np.array([1.0, 0.0, 0.0, 1.0]), episode_index=np.arange(4),
+                            group_index=np.array([0, 0, 1, 1]), anchor_index=np.array([0, 1, 0, 1]), extras={})
+    config = SimpleNamespace(gamma=0.95, step_advantage_weight=1.0, advantage_norm="mean", step_grouping="exact")
+    estimator = ADVANTAGE_ESTIMATORS["gigpo"]
+    np.testing.assert_allclose(estimator(steps, config), [0.5, -0.5, -0.5, 0.5])
+    config.step_grouping = "exact_across_groups"
+    np.testing.assert_allclose(estimator(steps, config), [1.0, -1.0, -1.0, 1.0])
+    LLMConfig().environment("NumberLine").training(step_grouping="exact_across_groups").validate()  # a valid choice
