@@ -67,7 +67,7 @@ def test_every_algorithm_is_registered_and_every_name_is_selectable():
     "change, message",
     [
         (dict(policy_loss="trpo"), re.escape("policy_loss must be one of ('gspo', 'ppo'), got 'trpo'")),
-        (dict(step_grouping="fuzzy"), re.escape("step_grouping must be one of ('exact', 'similarity')")),
+        (dict(step_grouping="fuzzy"), re.escape("step_grouping must be one of ('exact', 'similarity', 'exact_across_groups')")),
         (dict(similarity_threshold=0.0), r"similarity_threshold must be in \(0, 1\]"),
         (dict(similarity_threshold=1.5), r"similarity_threshold must be in \(0, 1\]"),
         (dict(lambda_=1.5), r"lambda_ must be in \[0, 1\]"),
