@@ -137,7 +137,8 @@ def report(rows: list[dict[str, Any]], note: str = "") -> None:
     ax.set_xlabel("iteration")
     ax.set_ylabel("success rate")
     ax.set_ylim(0, 1.05)
-    ax.set_title("Main job (GiGPO, NumberLine, SmolLM2-135M + LoRA, CPU): diamonds = held-out greedy before/after")
+    ax.set_title("Main job (GiGPO, NumberLine, SmolLM2-135M + LoRA, CPU)\n"
+                 "lines: training episodes; diamonds: held-out greedy success before / after", fontsize=9)
     ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
     fig.savefig(RESULTS_DIR / "learning_seeds.png", dpi=90)

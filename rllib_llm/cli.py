@@ -17,6 +17,7 @@ checkpoint to MLflow (``./mlruns`` unless ``--tracking-uri``; ``--no-tracking`` 
 from __future__ import annotations
 
 import argparse
+import ast
 import difflib
 import importlib.util
 import inspect
@@ -43,6 +44,7 @@ from rllib_llm.progress import (
     row_values,
     table_columns,
 )
+from rllib_llm.quiet import quiet_third_party_notices
 from rllib_llm.resume import (
     CheckpointError,
     ResumePoint,
@@ -98,16 +100,37 @@ def _config_class_of(error: BaseException, class_name: str) -> type | None:
     return next((c for c in found + list(LLMConfig.__mro__) if c.__name__ == class_name), None)
 
 
-def _allowed_keywords(cls: type, method: str) -> list[str]:
-    """The keyword arguments ``cls.method`` accepts, over the MRO (each override may forward the rest)."""
-    names: set[str] = set()
+#: RLlib fields an LLM user sets through our builder methods; the other RLlib ones are counted, not listed.
+COMMON_RLLIB_FIELDS = frozenset({
+    "lr", "gamma", "grad_clip", "grad_clip_by", "minibatch_size", "num_epochs", "train_batch_size_per_learner",
+    "learner_connector", "num_env_runners", "num_learners", "num_gpus_per_learner", "seed", "env_config",
+    "evaluation_interval", "evaluation_num_env_runners", "optimizer_config",
+})
+
+
+def _allowed_keywords(cls: type, method: str) -> tuple[list[str], list[str]]:
+    """The keyword arguments ``cls.method`` accepts, over the MRO (each override may forward the rest):
+    (those rllib-llm's classes declare, those only RLlib's declare)."""
+    own: set[str] = set()
+    rllib: set[str] = set()
     for klass in cls.__mro__:
         function = klass.__dict__.get(method)
         if function is not None:
+            names = own if klass.__module__.startswith("rllib_llm") else rllib
             for p in inspect.signature(function).parameters.values():
                 if p.name != "self" and p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD):
                     names.add(p.name)
-    return sorted(names)
+    return sorted(own), sorted(rllib - own)
+
+
+def _describe_allowed(method: str, own: list[str], rllib: list[str]) -> str:
+    """Our fields, then RLlib's common ones, with how many other RLlib fields the method also takes."""
+    if not rllib:
+        return ", ".join(own)
+    common = [name for name in rllib if name in COMMON_RLLIB_FIELDS]
+    rest = len(rllib) - len(common)
+    more = f" and {rest} more of RLlib's AlgorithmConfig.{method}()" if rest else ""
+    return f"{', '.join(own)}; RLlib's: {', '.join(common)}{more}"
 
 
 def describe_config_error(error: BaseException) -> str:
@@ -118,18 +141,34 @@ def describe_config_error(error: BaseException) -> str:
     cls = _config_class_of(error, match.group(1)) if match else None
     if match and cls is not None and hasattr(cls, match.group(2)):
         _, method, name = match.groups()
-        allowed = _allowed_keywords(cls, method)
-        close = difflib.get_close_matches(name, allowed, n=1)
+        own, rllib = _allowed_keywords(cls, method)
+        close = difflib.get_close_matches(name, own + rllib, n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
-        return f"unknown field {name!r} in .{method}(){hint}; allowed: {', '.join(allowed)}"
+        return f"unknown field {name!r} in .{method}(){hint}; allowed: {_describe_allowed(method, own, rllib)}"
     return message if isinstance(error, ValueError) else f"{type(error).__name__}: {message}"
 
 
 def _line_in(error: BaseException, file: Path) -> str:
-    """``:LINE`` of the innermost frame of ``error`` in ``file`` (where the user's config went wrong)."""
+    """``:LINE`` of the innermost frame of ``error`` in ``file`` (where the user's config went wrong); for an
+    unknown keyword, the line of that keyword (a chained config call spans many lines and its frame points at
+    the first)."""
     target = str(file.resolve())
-    lines = [frame.lineno for frame in traceback.extract_tb(error.__traceback__) if frame.filename == target]
-    return f":{lines[-1]}" if lines else ""
+    frames = [frame for frame in traceback.extract_tb(error.__traceback__) if frame.filename == target]
+    if not frames:
+        return ""
+    frame = frames[-1]
+    match = re.search(r"unexpected keyword argument '(\w+)'", str(error))
+    if match:
+        try:
+            tree = ast.parse(file.read_text())
+        except (OSError, SyntaxError):
+            return f":{frame.lineno}"
+        end = frame.end_lineno or frame.lineno
+        lines = [node.lineno for node in ast.walk(tree)
+                 if isinstance(node, ast.keyword) and node.arg == match.group(1) and frame.lineno <= node.lineno <= end]
+        if lines:
+            return f":{min(lines)}"
+    return f":{frame.lineno}"
 
 
 def load_tuned_example(path: str | Path) -> tuple[Any, dict]:
@@ -190,6 +229,11 @@ def init_ray() -> None:
         ray.init(configure_logging=False)
 
 
+def interactive() -> bool:
+    """Both output streams are terminals (no redirection to a file or a pipe)."""
+    return sys.stdout.isatty() and sys.stderr.isatty()
+
+
 def format_eval(name: str, stats: dict[str, Any]) -> str:
     return (
         f"{name}: success rate {stats['success_rate']:.3f}, valid-action rate {stats['valid_action_rate']:.3f}, "
@@ -244,9 +288,11 @@ class TrajectoryRecorder:
         return self._tokenizer.decode(list(ids))
 
     def flush(self, file: Any, iteration: int) -> None:
+        # The few-shot turns open every prompt: recorded so a reader does not take them for an earlier step.
+        few_shot = {"few_shot": [list(turn) for turn in getattr(self._algo.config, "few_shot", None) or []]}
         for episode in self.episodes[: self.per_iteration]:
             for record in episode_records(episode, iteration, self._decode):  # one per agent if multi-agent
-                file.write(json.dumps(record, default=str) + "\n")
+                file.write(json.dumps({**record, **few_shot}, default=str) + "\n")
         file.flush()
         self.episodes.clear()
 
@@ -289,6 +335,7 @@ def _tracking_for(
 
 def train_config(config: Any, stop: dict, args: argparse.Namespace, *, name: str, source: str) -> dict[str, Any]:
     """The training run behind ``rllib-llm train`` and ``python tuned_examples/x.py``."""
+    quiet_third_party_notices()
     try:
         stop = check_stop(stop)
     except ValueError as e:
@@ -391,14 +438,16 @@ def _train_loop(
     if resumed is not None:  # the untrained policy was evaluated by the run that wrote the checkpoint
         summary.update({k: v for k, v in resumed.extra.items() if k == "before"})
     elif not args.no_eval:
+        print(f"Evaluating the untrained policy on {algo.config.evaluation_num_seeds} held-out seeds...", flush=True)
         summary["before"] = algo.evaluate_seeds()
         print(format_eval("Untrained policy", summary["before"]), flush=True)
         tracking.log_metrics({f"eval/before_{k}": float(v) for k, v in summary["before"].items()}, step=0)
     recorder = TrajectoryRecorder(algo, args.trajectories_per_iter)
     checkpoint_dir = (output / "checkpoint").resolve()
     columns = None  # the table's columns: fixed by the first result (multi-agent runs add per-agent ones)
+    # The bar only on a terminal: in a log file its carriage returns would land on the table's lines.
     bar = tqdm(range(start, iterations), initial=start, total=iterations, desc="training", unit="iter",
-               file=sys.stderr, dynamic_ncols=True)
+               file=sys.stderr, dynamic_ncols=True, disable=not interactive())
     with open(output / PROGRESS_FILE, "a") as progress, open(output / TRAJECTORIES_FILE, "a") as trajectories:
         for i in bar:
             result = algo.train()
@@ -429,12 +478,14 @@ def _train_loop(
                     tracking.log_artifact(checkpoint_dir, f"checkpoint_{i + 1:06d}")
     bar.close()
     summary["iterations_done"] = int(algo.iteration)
+    summary.setdefault("stopped", f"after iteration {summary['iterations_done']}: the iteration limit ({iterations})")
     checkpoint = save_checkpoint(algo, output, run_info(summary))
     summary["checkpoint"] = str(checkpoint)
     print(f"Checkpoint saved to {checkpoint}", flush=True)
     if args.log_checkpoints != "none":
         tracking.log_artifact(checkpoint_dir, "checkpoint")
     if not args.no_eval:
+        print(f"Evaluating the trained policy on {algo.config.evaluation_num_seeds} held-out seeds...", flush=True)
         summary["after"] = algo.evaluate_seeds()
         if "before" in summary:
             print(format_eval("Untrained policy", summary["before"]))
@@ -484,14 +535,18 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
         raise UserError(f"Could not restore checkpoint: {e}") from e
     from ray.rllib.algorithms.algorithm import Algorithm
 
+    quiet_third_party_notices()
     init_ray()
     try:
         algo = Algorithm.from_checkpoint(str(path.resolve()))
     except Exception as e:  # Ray wraps the cause deeply: say what failed in one line.
         raise UserError(f"Could not restore checkpoint {args.checkpoint!r}: {type(e).__name__}: {e}") from e
     offset = args.seed_offset if args.seed_offset is not None else algo.config.evaluation_seed_offset
+    start = time.perf_counter()
+    print(f"Evaluating {path} on {args.num_seeds} held-out seeds from {offset} (greedy, one episode each)...",
+          flush=True)
     stats = algo.evaluate_seeds(list(range(offset, offset + args.num_seeds)))
-    print(format_eval("Policy", stats))
+    print(format_eval("Policy", stats) + f" ({time.perf_counter() - start:.0f} s)")
     algo.stop()
     return stats
 
@@ -530,7 +585,9 @@ def show_trajectory(args: argparse.Namespace) -> str:
         if not 0 <= args.index < len(chosen):
             raise UserError(f"--index must be in [0, {len(chosen) - 1}] for iteration {iteration}, got {args.index}")
         chosen = [chosen[args.index]]
-    text = "\n\n".join(format_trajectory(r, prompts=not args.no_prompts) for r in chosen)
+    legend = ("Group ids are <EnvRunner>-<rollout>-<group>: the episodes of one group start from the same seed and "
+              "are compared with each other.")
+    text = "\n\n".join([legend, *(format_trajectory(r, prompts=not args.no_prompts) for r in chosen)])
     print(text)
     return text
 
@@ -623,27 +680,35 @@ def add_train_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--log-checkpoints", choices=("final", "all", "none"), default="final",
                    help="checkpoints logged as artifacts (all: also every --checkpoint-every)")
     g.add_argument("--wandb-project", default=None, help="also log to this Weights & Biases project (needs wandb)")
-    g.add_argument("--wandb-entity", default=None)
+    g.add_argument("--wandb-entity", default=None, help="Weights & Biases entity (team or user) of --wandb-project")
+
+
+def plain_text(doc: str) -> str:
+    """A reST docstring as ``--help`` text: ``code`` and :role:`target` become their plain words."""
+    doc = re.sub(r":[a-z]+:`~?([^`]+)`", r"\1", doc)
+    return re.sub(r"``([^`]+)``", r"\1", doc)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="rllib-llm", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(prog="rllib-llm", description=plain_text(__doc__),
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("train", help="train a tuned example")
-    p.add_argument("tuned_example")
+    p.add_argument("tuned_example", help="a Python file defining `config` (and optionally `stop`)")
     add_train_options(p)
     p.set_defaults(func=train)
     p = sub.add_parser("evaluate", help="success rate of a checkpoint over held-out seeds")
-    p.add_argument("checkpoint")
-    p.add_argument("--num-seeds", type=int, default=32)
-    p.add_argument("--seed-offset", type=int, default=None)
+    p.add_argument("checkpoint", help="a run's checkpoint folder (DIR/checkpoint)")
+    p.add_argument("--num-seeds", type=_at_least(1), default=32, help="held-out seeds, one greedy episode each")
+    p.add_argument("--seed-offset", type=int, default=None,
+                   help="first seed (default: the config's evaluation_seed_offset, the seeds training never sees)")
     p.set_defaults(func=evaluate)
     p = sub.add_parser("plot", help="PNG learning curves of one or more run directories")
-    p.add_argument("run_dirs", nargs="+")
+    p.add_argument("run_dirs", nargs="+", help="run folders (each with progress.jsonl); several share the axes")
     p.add_argument("--output", default=None, help="directory for the PNGs (default <first run>/plots)")
     p.set_defaults(func=plot)
     p = sub.add_parser("show-trajectory", help="print sampled trajectories of a run as text")
-    p.add_argument("run_dir")
+    p.add_argument("run_dir", help="a run folder (with trajectories.jsonl)")
     p.add_argument("--iteration", type=int, default=None, help="default: the last recorded")
     p.add_argument("--index", type=int, default=None, help="one trajectory of the iteration (default: all)")
     p.add_argument("--no-prompts", action="store_true", help="observations instead of full prompts")
@@ -653,17 +718,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--env-config", default=None, help="JSON env_config")
     p.add_argument("--example", default=None, help="a tuned example: its env, prompts and memory")
     p.add_argument("--base-url", required=True, help="e.g. https://api.openai.com/v1 or http://localhost:8000/v1")
-    p.add_argument("--model", required=True)
+    p.add_argument("--model", required=True, help="the model name the endpoint serves")
     p.add_argument("--api-key-env", default="OPENAI_API_KEY", help="env var holding the API key")
     p.add_argument("--episodes", type=int, default=32, help="held-out seeds, one episode each")
-    p.add_argument("--seed-offset", type=int, default=None)
+    p.add_argument("--seed-offset", type=int, default=None,
+                   help="first seed (default: the config's evaluation_seed_offset, or 0 with --env)")
     p.add_argument("--max-tokens", type=int, default=None, help="per response (default 512 with --env)")
-    p.add_argument("--max-episode-steps", type=int, default=None)
+    p.add_argument("--max-episode-steps", type=int, default=None,
+                   help="step limit of an episode (default: the example's, or the env's with --env)")
     p.add_argument("--temperature", type=float, default=None, help="default: greedy (temperature 0)")
     p.add_argument("--concurrency", type=int, default=8, help="requests in flight")
     p.add_argument("--requests-per-minute", type=float, default=None, help="token-bucket rate limit")
     p.add_argument("--timeout", type=float, default=60.0, help="seconds per request")
-    p.add_argument("--max-retries", type=int, default=5)
+    p.add_argument("--max-retries", type=int, default=5,
+                   help="retries of a transient failure (timeout, 408/409/429/5xx) with exponential backoff")
     p.add_argument("--extra-body", default=None, help='JSON merged into each request, e.g. \'{"top_k": 1}\'')
     p.add_argument("--output", default=None, help="directory for trajectories.jsonl and summary.json")
     p.set_defaults(func=prompt_agent)

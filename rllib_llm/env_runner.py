@@ -153,6 +153,12 @@ def module_weights(state: dict) -> dict | None:
     return weights
 
 
+def reward_penalty(config: Any, valid: bool) -> float:
+    """The invalid-action penalty that goes into a step's reward: none for a valid action, and none in
+    ``invalid_action_penalty_mode="row"``, where the learner connector subtracts it from the step's row."""
+    return 0.0 if valid or config.invalid_action_penalty_mode == "row" else config.invalid_action_penalty
+
+
 def begin_group_rollout(
     runner: Any, seeds: list[int] | None, explore: bool, sampling: dict[str, Any] | None, group_size: int | None
 ) -> tuple[SamplingParams, list]:
@@ -360,7 +366,7 @@ class LLMEnvRunner(EnvRunner, Checkpointable):
                 episodes[i].add_env_step(
                     observation,
                     action,
-                    float(reward) - (0.0 if valid else self.config.invalid_action_penalty),
+                    float(reward) - reward_penalty(self.config, valid),
                     infos=info,
                     terminated=bool(terminated),
                     truncated=bool(truncated or (last and not terminated)),

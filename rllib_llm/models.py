@@ -18,11 +18,15 @@ from __future__ import annotations
 import importlib.util
 import logging
 import os
+import re
 import shutil
+import socket
 import tempfile
+import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import torch
 
@@ -157,6 +161,63 @@ def _resolve(spec: ModelSpec) -> tuple[str, dict[str, Any]]:
     return (str(path) if path.exists() else spec.name_or_path), kwargs
 
 
+_TRUE = ("1", "true", "yes", "on")
+#: A Hugging Face Hub id: ``name`` or ``owner/name``.
+_HUB_ID = re.compile(r"[\w.-]+(/[\w.-]+)?")
+#: Seconds to open a connection to the Hub before calling it unreachable.
+HUB_PROBE_TIMEOUT_S = 3.0
+
+
+def hf_cache_dir() -> Path:
+    """The Hugging Face hub cache, from the environment at call time (huggingface_hub's precedence)."""
+    for var in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"):
+        if os.environ.get(var):
+            return Path(os.environ[var]).expanduser()
+    if os.environ.get("HF_HOME"):
+        return Path(os.environ["HF_HOME"]).expanduser() / "hub"
+    return Path(os.environ.get("XDG_CACHE_HOME", "~/.cache")).expanduser() / "huggingface" / "hub"
+
+
+def _hub_unreachable(endpoint: str) -> str | None:
+    """Why ``endpoint`` cannot be reached (one TCP connect, no retries), or None if it can."""
+    url = urlsplit(endpoint)
+    port = url.port or (443 if url.scheme == "https" else 80)
+    try:
+        socket.create_connection((url.hostname or "", port), timeout=HUB_PROBE_TIMEOUT_S).close()
+    except OSError as e:
+        return f"the Hub ({endpoint}) cannot be reached: {e.strerror or type(e).__name__}"
+    return None
+
+
+def hub_model_error(name: str) -> str | None:
+    """Why the Hub id ``name`` cannot load here, in one line, or None. An id not in the local cache with
+    ``HF_HUB_OFFLINE`` set, or with the Hub unreachable, is said before Ray starts, instead of transformers'
+    retries (about 46 s, each printed twice) and a chained traceback. Local paths, our own names and cached
+    ids are not checked."""
+    if name in (EMBEDDED_MODEL, TINY_MODEL, TINY_VL_MODEL) or Path(name).expanduser().exists():
+        return None
+    if not _HUB_ID.fullmatch(name):
+        return None
+    cache = hf_cache_dir()
+    snapshots = cache / f"models--{name.replace('/', '--')}" / "snapshots"
+    if snapshots.is_dir() and any(snapshots.iterdir()):
+        return None
+    if any(os.environ.get(var, "").lower() in _TRUE for var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")):
+        reason = "HF_HUB_OFFLINE is set"
+    else:
+        reason = _hub_unreachable(os.environ.get("HF_ENDPOINT") or "https://huggingface.co")
+        if reason is None:
+            return None
+    return (f"model {name!r} is not in the Hugging Face cache ({cache}) and {reason}: download it where there "
+            f"is internet (`hf download {name}`) and copy the cache, or pass a local folder "
+            f"(the embedded model {EMBEDDED_MODEL!r} needs no download)")
+
+
+def error_reason(error: BaseException) -> str:
+    """An exception's first line without its closing period, to quote inside a sentence."""
+    return (str(error).strip().splitlines() or [type(error).__name__])[0].rstrip(". ")
+
+
 def load_tokenizer(spec: ModelSpec | dict | str):
     """The tokenizer for ``spec``, with a pad token and left padding (prompts are left-padded)."""
     spec = ModelSpec.from_any(spec)
@@ -181,9 +242,9 @@ def load_tokenizer(spec: ModelSpec | dict | str):
             ) from e
         except OSError as e:
             raise FileNotFoundError(
-                f"Could not load the tokenizer of {spec.name_or_path!r}: {e}. With no internet, use a local "
+                f"Could not load the tokenizer of {spec.name_or_path!r}: {error_reason(e)}. With no internet, use a local "
                 f"folder, a model already in the Hugging Face cache, or the embedded model {EMBEDDED_MODEL!r}."
-            ) from e
+            ) from None
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     tokenizer.padding_side = "left"
@@ -213,7 +274,7 @@ def load_causal_lm(spec: ModelSpec | dict | str, tokenizer=None) -> torch.nn.Mod
         raise FileNotFoundError(f"No model in {location!r} (config.json with a model_type, or a GGUF file with "
                                 f"gguf_file=): {type(e).__name__}: {str(e).splitlines()[0]}") from e
     except OSError as e:
-        raise FileNotFoundError(f"Could not load model {spec.name_or_path!r}: {e}") from e
+        raise FileNotFoundError(f"Could not load model {spec.name_or_path!r}: {error_reason(e)}") from None
 
 
 def apply_lora(model: torch.nn.Module, lora: dict[str, Any]) -> torch.nn.Module:
@@ -226,7 +287,9 @@ def apply_lora(model: torch.nn.Module, lora: dict[str, Any]) -> torch.nn.Module:
         config = LoraConfig(**settings)
     except TypeError as e:
         raise ValueError(f"Bad LoRA settings {lora!r}: {e}") from e
-    return get_peft_model(model, config)
+    with warnings.catch_warnings():  # peft asks transformers' deprecated name; the notice is not ours to act on
+        warnings.filterwarnings("ignore", message="`is_gradient_checkpointing` is deprecated", category=FutureWarning)
+        return get_peft_model(model, config)
 
 
 def freeze_all_but_last_layers(model: torch.nn.Module, n: int) -> None:

@@ -10,16 +10,21 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import Any
 
-#: (file stem, progress column, axis label) of each curve.
-CURVES: list[tuple[str, str, str]] = [
-    ("success_rate", "success", "success rate"),
-    ("return", "return", "episode return (mean)"),
-    ("response_length", "resp_len", "response length (tokens)"),
-    ("kl", "kl", "KL to reference"),
-    ("valid_action_rate", "valid", "valid-action rate"),
-    ("entropy", "entropy", "entropy"),
+#: (file stem, progress column, axis label, title) of each curve. The progress rows are the iteration's
+#: sampled training episodes (exploring, temperature as configured) and the Learner's losses; the held-out
+#: greedy evaluation is only in ``summary.json`` (before/after), drawn as markers on the success plot.
+CURVES: list[tuple[str, str, str, str]] = [
+    ("success_rate", "success", "success rate", "success rate of the training episodes"),
+    ("return", "return", "episode return (mean)", "return of the training episodes"),
+    ("response_length", "resp_len", "response length (tokens)", "response length, training episodes"),
+    ("kl", "kl", "KL to reference", "KL to the reference policy (learner)"),
+    ("valid_action_rate", "valid", "valid-action rate", "valid-action rate of the training episodes"),
+    ("entropy", "entropy", "entropy", "entropy of the sampled tokens (learner)"),
 ]
+#: summary.json keys of the held-out evaluations and the iteration each is drawn at ("iterations_done").
+HELD_OUT = (("before", 0), ("after", None))
 
 
 def read_progress(run_dir: str | Path) -> list[dict[str, float]]:
@@ -42,6 +47,60 @@ def _series(rows: list[dict[str, float]], column: str) -> tuple[list[float], lis
     return [x for x, _ in points], [y for _, y in points]
 
 
+def read_held_out(run_dir: str | Path) -> list[tuple[float, float]]:
+    """(iteration, held-out greedy success) of the run's before/after evaluations in ``summary.json``; none
+    if it has no summary (a run still training) or was trained with ``--no-eval``."""
+    path = Path(run_dir) / "summary.json"
+    try:
+        summary = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return []
+    points = []
+    for key, iteration in HELD_OUT:
+        stats = summary.get(key)
+        at = iteration if iteration is not None else summary.get("iterations_done")
+        if isinstance(stats, dict) and isinstance(stats.get("success_rate"), (int, float)) and at is not None:
+            points.append((float(at), float(stats["success_rate"])))
+    return points
+
+
+def curve_figure(
+    stem: str, runs: dict[str, list[dict[str, float]]], held_out: dict[str, list[tuple[float, float]]]
+) -> Any:
+    """The matplotlib figure of one curve of :data:`CURVES` over ``runs`` (name -> progress rows), with the
+    held-out points (name -> :func:`read_held_out`) on the success plot; None if no run logged the curve."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    _, column, label, title = next(curve for curve in CURVES if curve[0] == stem)
+    series = {name: _series(rows, column) for name, rows in runs.items()}
+    if not any(xs for xs, _ in series.values()):
+        return None
+    points = {name: held_out.get(name, []) if stem == "success_rate" else [] for name in runs}
+    fig, ax = plt.subplots(figsize=(6, 4), dpi=100)
+    for i, (name, (xs, ys)) in enumerate(series.items()):
+        if xs:
+            ax.plot(xs, ys, marker="o", markersize=3, color=f"C{i}", label=f"{name}: training episodes")
+        if points[name]:
+            ax.scatter(*zip(*points[name], strict=True), marker="D", s=30, color=f"C{i}", zorder=3,
+                       label=f"{name}: held-out greedy (before / after)")
+    ax.set_xlabel("training iteration")
+    ax.set_ylabel(label)
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # iterations are whole: no 0.96, 0.98, ... ticks
+    drawn = [x for xs, _ in series.values() for x in xs] + [x for pts in points.values() for x, _ in pts]
+    if max(drawn) - min(drawn) < 2:  # one or two iterations: room around the points, not a lone dot
+        ax.set_xlim(min(drawn) - 1, max(drawn) + 1)
+    if len(runs) > 1 or any(points.values()):
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
 def plot_runs(run_dirs: list[str | Path], output: str | Path | None = None) -> list[Path]:
     """One PNG per curve that any run logged (KL only exists with ``kl_coeff > 0``); returns the paths.
     ``output`` defaults to ``<first run>/plots``."""
@@ -51,24 +110,14 @@ def plot_runs(run_dirs: list[str | Path], output: str | Path | None = None) -> l
     import matplotlib.pyplot as plt
 
     runs = {Path(d).name or str(d): read_progress(d) for d in run_dirs}
+    held_out = {Path(d).name or str(d): read_held_out(d) for d in run_dirs}
     out = Path(output) if output is not None else Path(run_dirs[0]) / "plots"
     out.mkdir(parents=True, exist_ok=True)
     written = []
-    for stem, column, label in CURVES:
-        series = {name: _series(rows, column) for name, rows in runs.items()}
-        if not any(xs for xs, _ in series.values()):
+    for stem, *_ in CURVES:
+        fig = curve_figure(stem, runs, held_out)
+        if fig is None:
             continue
-        fig, ax = plt.subplots(figsize=(6, 4), dpi=100)
-        for name, (xs, ys) in series.items():
-            if xs:
-                ax.plot(xs, ys, marker="o", markersize=3, label=name)
-        ax.set_xlabel("training iteration")
-        ax.set_ylabel(label)
-        ax.set_title(label)
-        ax.grid(alpha=0.3)
-        if len(runs) > 1:
-            ax.legend()
-        fig.tight_layout()
         path = out / f"{stem}.png"
         fig.savefig(path)
         plt.close(fig)

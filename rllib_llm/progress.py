@@ -147,14 +147,26 @@ def episode_record(episode: Any, iteration: int, render_prompt: Callable[[Any], 
     }
 
 
+def describe_group_id(group_id: Any) -> str:
+    """``"0-1-2"`` -> ``"0-1-2 (EnvRunner 0, its rollout 1, group 2)"``: the episodes of a group start from the
+    same seed and are compared with each other by the group-relative estimators."""
+    parts = str(group_id).split("-")
+    if len(parts) != 3:
+        return str(group_id)
+    return f"{group_id} (EnvRunner {parts[0]}, its rollout {parts[1]}, group {parts[2]})"
+
+
 def format_trajectory(record: dict[str, Any], *, prompts: bool = True) -> str:
     """A trajectory record as readable text: a header line, then per step prompt/response/action/reward."""
     agent = f"agent {record['agent_id']} (module {record['module_id']}), " if record.get("agent_id") else ""
     lines = [
-        f"=== iteration {record['iteration']}, {agent}group {record['group_id']}, seed {record['seed']}: "
-        f"return {record['return']:.3f}, {'success' if record['success'] else 'no success'}, "
+        f"=== iteration {record['iteration']}, {agent}group {describe_group_id(record['group_id'])}, seed "
+        f"{record['seed']}: return {record['return']:.3f}, {'success' if record['success'] else 'no success'}, "
         f"{len(record['steps'])} step(s) ==="
     ]
+    if prompts and record.get("few_shot"):
+        examples = "; ".join(f"user {user!r} -> assistant {reply!r}" for user, reply in record["few_shot"])
+        lines.append(f"(each prompt opens with the config's few-shot example, not an earlier step: {examples})")
     for step in record["steps"]:
         lines.append(f"--- step {step['t'] + 1} ---")
         if prompts and step.get("prompt"):

@@ -182,7 +182,9 @@ class LLMRLModule(TorchRLModule, InferenceOnlyAPI):
         if self.spec.trainable_layers is not None:
             freeze_all_but_last_layers(model, self.spec.trainable_layers)
         if config.get("gradient_checkpointing") and not self.inference_only:
-            model.gradient_checkpointing_enable()
+            # transformers >= 5.x names it activation checkpointing (the old name warns).
+            enable = getattr(model, "activation_checkpointing_enable", model.gradient_checkpointing_enable)
+            enable()
         self.model = model
         self.is_vision = is_vision_model(model)
         # The reference model is kept out of the nn.Module tree: it is never trained, synced or checkpointed

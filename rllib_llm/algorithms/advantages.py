@@ -224,31 +224,63 @@ def grpo_advantages(
     mode: str = "std",
     eps: float = 1e-6,
     over_steps: bool = False,
+    row_offset: np.ndarray | None = None,
 ) -> np.ndarray:
     """GRPO: each episode's return normalized within its group, broadcast to all of its steps.
 
     ``over_steps=True`` takes the group mean/std over steps instead of episodes (each episode counted once
     per step, so long episodes weigh more): verl-agent's ``compute_mean_std_cross_all_data=True``.
+    ``row_offset`` (with ``over_steps``) is added to each step row's score before the normalization:
+    verl-agent's invalid-action penalty, subtracted from the invalid step's own row only.
     """
     episode_index = _ints(episode_index)
     returns = episode_returns(rewards, episode_index)
     if over_steps:
-        return group_normalize(returns[episode_index], group_index, mode, eps)
+        return group_normalize(_offset(returns[episode_index], row_offset), group_index, mode, eps)
+    _no_offset_without_rows(row_offset)
     return group_normalize(returns, episode_groups(episode_index, group_index), mode, eps)[episode_index]
 
 
-def rloo_advantages(rewards: np.ndarray, episode_index: np.ndarray, group_index: np.ndarray) -> np.ndarray:
-    """RLOO: episode return minus the mean return of the *other* episodes of its group (0 for a lone one).
+def _offset(scores: np.ndarray, row_offset: np.ndarray | None) -> np.ndarray:
+    return scores if row_offset is None else scores + _floats(row_offset)
 
-    Equals ``n / (n - 1) * (R_i - mean(R))`` for a group of ``n``; broadcast to the episode's steps.
+
+def _no_offset_without_rows(row_offset: np.ndarray | None) -> None:
+    if row_offset is not None:
+        raise ValueError("row_offset is a per-step-row score term: it needs over_steps=True")
+
+
+def leave_one_out(values: np.ndarray, group_index: np.ndarray) -> np.ndarray:
+    """Each value minus the mean of the *other* values of its group (0 for a group of one): ``n / (n - 1) *
+    (x_i - mean(x))`` for a group of ``n`` (Kool et al. 2019, eq. 5; Ahmadian et al. 2024)."""
+    groups = _ints(group_index)
+    counts = np.bincount(groups)[groups]
+    totals = np.bincount(groups, weights=values)[groups]
+    baseline = (totals - values) / np.maximum(counts - 1, 1)
+    return np.where(counts > 1, values - baseline, 0.0)
+
+
+def rloo_advantages(
+    rewards: np.ndarray,
+    episode_index: np.ndarray,
+    group_index: np.ndarray,
+    over_steps: bool = False,
+    row_offset: np.ndarray | None = None,
+) -> np.ndarray:
+    """RLOO: episode return minus the mean return of the *other* episodes of its group (0 for a lone one),
+    broadcast to the episode's steps.
+
+    ``over_steps=True`` leaves one *row* out instead: each step row carries its episode's return and the
+    baseline is the mean over the group's other rows, the episode's own other steps included (verl-agent's
+    ``compute_rloo_outcome_advantage`` on step rows; long episodes weigh more), and ``row_offset`` is added
+    to each row's score first (as in :func:`grpo_advantages`).
     """
     episode_index = _ints(episode_index)
     returns = episode_returns(rewards, episode_index)
-    groups = episode_groups(episode_index, group_index)
-    counts = np.bincount(groups)[groups]
-    totals = np.bincount(groups, weights=returns)[groups]
-    baseline = (totals - returns) / np.maximum(counts - 1, 1)
-    return np.where(counts > 1, returns - baseline, 0.0)[episode_index]
+    if over_steps:
+        return leave_one_out(_offset(returns[episode_index], row_offset), group_index)
+    _no_offset_without_rows(row_offset)
+    return leave_one_out(returns, episode_groups(episode_index, group_index))[episode_index]
 
 
 def gigpo_advantages(
@@ -262,6 +294,7 @@ def gigpo_advantages(
     eps: float = 1e-6,
     over_steps: bool = False,
     across_groups: bool = False,
+    row_offset: np.ndarray | None = None,
 ) -> np.ndarray:
     """GiGPO: episode-level group advantage + ``omega`` x step-level advantage (paper eqs. 3-8).
 
@@ -269,10 +302,12 @@ def gigpo_advantages(
     the group's trajectories that saw the same anchor observation). For similarity grouping pass the
     cluster ids of :func:`similarity_step_groups` as ``anchor_index``. ``across_groups`` pools identical
     anchors of every episode group (valid when an anchor is the env's whole state, so equal anchors are the
-    same decision whatever the start state); the episode level stays per group.
+    same decision whatever the start state); the episode level stays per group. ``row_offset`` (with
+    ``over_steps``) is added to each row's episode-level score and to its discounted step return, after the
+    discounting (verl-agent's invalid-action penalty on ``token_level_scores`` and ``step_rewards``).
     """
-    episode_level = grpo_advantages(rewards, episode_index, group_index, mode, eps, over_steps)
-    returns = discounted_returns(rewards, episode_index, gamma)
+    episode_level = grpo_advantages(rewards, episode_index, group_index, mode, eps, over_steps, row_offset)
+    returns = _offset(discounted_returns(rewards, episode_index, gamma), row_offset)
     anchor_groups = dense_ids(anchor_index) if across_groups else step_groups(group_index, anchor_index)
     step_level = group_normalize(returns, anchor_groups, mode, eps)
     return episode_level + omega * step_level

@@ -38,10 +38,12 @@ from rllib_llm.algorithms.learner_connectors import (
 )
 from rllib_llm.algorithms.losses import KL_ESTIMATORS, LOSS_AGG_MODES, POLICY_LOSSES
 from rllib_llm.env_connectors import default_env_to_module
-from rllib_llm.envs.registry import env_config_errors
+from rllib_llm.envs.registry import env_config_errors, env_name_errors
 from rllib_llm.generation import BACKENDS, SamplingParams
-from rllib_llm.models import ModelSpec
+from rllib_llm.models import ModelSpec, hub_model_error
 
+#: invalid_action_penalty_mode values (see LLMConfig.__init__).
+PENALTY_MODES = ("reward", "row")
 #: The sampling dict's value types: (isinstance types, what the error message asks for).
 _SAMPLING_TYPES: dict[str, tuple[tuple[type, ...], str]] = {
     "temperature": ((int, float), "a number > 0"),
@@ -88,6 +90,10 @@ class LLMConfig(AlgorithmConfig):
         self.num_groups = 2
         self.max_episode_steps = 10
         self.invalid_action_penalty = 0.1
+        #: Where the invalid-action penalty goes: "reward" (a step reward term: in the episode return and the
+        #: discounted returns of earlier steps) or "row" (verl-agent's: subtracted from the invalid step's own
+        #: score row after the returns; needs group_stats_over_steps=True and grpo, gigpo or rloo).
+        self.invalid_action_penalty_mode = "reward"
         self.prompt_template: str | None = None
         self.few_shot: list[tuple[str, str]] | None = None
         #: Text the assistant turn starts with (prefilled in the prompt, not generated), e.g. "<action>": the
@@ -196,6 +202,7 @@ class LLMConfig(AlgorithmConfig):
         num_groups: int = NotProvided,
         max_episode_steps: int = NotProvided,
         invalid_action_penalty: float = NotProvided,
+        invalid_action_penalty_mode: str = NotProvided,
         prompt_template: str | None = NotProvided,
         few_shot: list | None = NotProvided,
         response_prefix: str = NotProvided,
@@ -210,6 +217,7 @@ class LLMConfig(AlgorithmConfig):
             num_groups=num_groups,
             max_episode_steps=max_episode_steps,
             invalid_action_penalty=invalid_action_penalty,
+            invalid_action_penalty_mode=invalid_action_penalty_mode,
             prompt_template=prompt_template,
             few_shot=few_shot,
             response_prefix=response_prefix,
@@ -309,6 +317,12 @@ class LLMConfig(AlgorithmConfig):
 
     # --- validation ----------------------------------------------------------------------------------
 
+    def env_name_errors(self) -> list[str]:
+        """An env name that is not registered (one line, with the closest names), found before Ray starts."""
+        from rllib_llm.multi_agent.pettingzoo_adapter import registered_multi_agent_envs
+
+        return env_name_errors(self.env, registered_multi_agent_envs())
+
     def validate(self) -> None:
         # The LLM algorithms exist only on the new API stack: RLlib's "now on the new stack" notice is noise.
         log_once(f"{self.algo_class.__name__}_on_new_api_stack")
@@ -323,7 +337,9 @@ class LLMConfig(AlgorithmConfig):
                 errors.append(message)
 
         check(self.env is not None, "env: set an environment, e.g. .environment('NumberLine')")
-        if self.env is not None and not self.is_multi_agent:
+        name_errors = self.env_name_errors() if self.env is not None else []
+        errors.extend(name_errors)
+        if self.env is not None and not self.is_multi_agent and not name_errors:
             errors.extend(env_config_errors(self.env, self.env_config))
         for name in ("group_size", "num_groups", "max_episode_steps", "evaluation_num_seeds"):
             value = getattr(self, name)
@@ -354,13 +370,16 @@ class LLMConfig(AlgorithmConfig):
 
     @staticmethod
     def _check_model_path(spec: ModelSpec) -> None:
-        """A local model path (``./``, ``/``, ``~``) must exist: said here, before Ray starts, rather than by
-        a Learner actor failing to build its module."""
+        """A local model path (``./``, ``/``, ``~``) must exist, and a Hub id must be cached or reachable:
+        said here, before Ray starts, rather than by a Learner actor failing to build its module."""
         name = spec.name_or_path
         if not isinstance(name, str):
             raise TypeError(f"model name_or_path must be a string, got {name!r}")
         if name.startswith((".", "/", "~")) and not Path(name).expanduser().exists():
             raise FileNotFoundError(f"model path {name!r} does not exist")
+        offline = hub_model_error(name)
+        if offline is not None:
+            raise FileNotFoundError(offline)
 
     def _sampling_errors(self) -> list[str]:
         """The sampling dict's value types (SamplingParams checks the ranges, but a wrong type would fail
@@ -412,6 +431,11 @@ class LLMConfig(AlgorithmConfig):
         choice("step_grouping", STEP_GROUPINGS)
         choice("policy_loss", POLICY_LOSSES)
         choice("loss_agg_mode", LOSS_AGG_MODES)
+        choice("invalid_action_penalty_mode", PENALTY_MODES)
+        if self.invalid_action_penalty_mode == "row":
+            check(self.group_stats_over_steps is True and self.advantage_estimator in ("grpo", "gigpo", "rloo"),
+                  "invalid_action_penalty_mode='row' (verl-agent's) scores step rows: it needs "
+                  "group_stats_over_steps=True and advantage_estimator grpo, gigpo or rloo")
         choice("kl_estimator", KL_ESTIMATORS)
         choice("kl_reward_estimator", KL_ESTIMATORS)
         for name in ("group_stats_over_steps", "value_head_detach", "dynamic_sampling"):

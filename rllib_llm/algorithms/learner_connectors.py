@@ -38,7 +38,7 @@ from rllib_llm.algorithms.advantages import (
     uninformative_group_fraction,
 )
 from rllib_llm.algorithms.losses import kl_penalty
-from rllib_llm.env_runner import ANCHOR, GROUP_ID, NUM_IMAGES, OLD_LOGP, PROMPT, RESPONSE
+from rllib_llm.env_runner import ANCHOR, GROUP_ID, NUM_IMAGES, OLD_LOGP, PROMPT, RESPONSE, VALID
 from rllib_llm.vision import image_columns
 
 STEPS = "steps"
@@ -77,13 +77,14 @@ class Steps:
 
 def flatten_episodes(episodes: list) -> Steps:
     """Builds :class:`Steps` from RLlib episodes recorded by :class:`~rllib_llm.env_runner.LLMEnvRunner`."""
-    rewards, anchors, prompts, responses, old_logp = [], [], [], [], []
+    rewards, anchors, prompts, responses, old_logp, valid = [], [], [], [], [], []
     for episode in episodes:
         rewards.extend(episode.get_rewards())
         anchors.extend(episode.get_extra_model_outputs(ANCHOR))
         prompts.extend(episode.get_extra_model_outputs(PROMPT))
         responses.extend(episode.get_extra_model_outputs(RESPONSE))
         old_logp.extend(episode.get_extra_model_outputs(OLD_LOGP))
+        valid.extend(episode.get_extra_model_outputs(VALID) if VALID in episode.extra_model_outputs else [True] * len(episode))
     episode_index, group_index, anchor_index = factorize_steps(
         [episode.custom_data[GROUP_ID] for episode in episodes], [len(episode) for episode in episodes], anchors
     )
@@ -96,7 +97,7 @@ def flatten_episodes(episodes: list) -> Steps:
         prompts=prompts,
         responses=responses,
         old_logp=old_logp,
-        extras={ANCHOR: anchors},
+        extras={ANCHOR: anchors, VALID: np.asarray(valid, dtype=bool)},
         images=[img for episode in episodes for img in step_images(episode)] if vision else None,
     )
 
@@ -180,10 +181,18 @@ def _step_anchor_ids(steps: Steps, config: Any) -> np.ndarray:
     return steps.anchor_index
 
 
+def _row_offset(steps: Steps, config: Any) -> np.ndarray | None:
+    """verl-agent's invalid-action penalty (``invalid_action_penalty_mode="row"``): minus the penalty on each
+    invalid step's own score row; None in "reward" mode (the env runner put it in the step reward)."""
+    if getattr(config, "invalid_action_penalty_mode", "reward") != "row":
+        return None
+    return -config.invalid_action_penalty * (~steps.extras[VALID]).astype(np.float64)
+
+
 def _grpo(steps: Steps, config: Any) -> np.ndarray:
     return grpo_advantages(
         steps.rewards, steps.episode_index, steps.group_index, config.advantage_norm,
-        over_steps=getattr(config, "group_stats_over_steps", False),
+        over_steps=getattr(config, "group_stats_over_steps", False), row_offset=_row_offset(steps, config),
     )
 
 
@@ -198,11 +207,15 @@ def _gigpo(steps: Steps, config: Any) -> np.ndarray:
         mode=config.advantage_norm,
         over_steps=getattr(config, "group_stats_over_steps", False),
         across_groups=getattr(config, "step_grouping", "exact") == "exact_across_groups",
+        row_offset=_row_offset(steps, config),
     )
 
 
 def _rloo(steps: Steps, config: Any) -> np.ndarray:
-    return rloo_advantages(steps.rewards, steps.episode_index, steps.group_index)
+    return rloo_advantages(
+        steps.rewards, steps.episode_index, steps.group_index,
+        over_steps=getattr(config, "group_stats_over_steps", False), row_offset=_row_offset(steps, config),
+    )
 
 
 def _gae(steps: Steps, config: Any) -> np.ndarray:

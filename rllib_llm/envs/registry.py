@@ -44,6 +44,29 @@ def make_env(env: str | Callable[..., gym.Env] | type, env_config: dict[str, Any
     return gym.make(gym_id, **env_config).unwrapped
 
 
+def unknown_name_error(kind: str, name: str, known: list[str], elsewhere: str = "") -> str:
+    """One line for a name that is not registered: the closest registered one and all of them."""
+    close = difflib.get_close_matches(name, known, n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    return f"env: unknown {kind} {name!r}{hint}; registered: {', '.join(known) or 'none'}{elsewhere}"
+
+
+def env_name_errors(env: Any, multi_agent_envs: list[str] = ()) -> list[str]:
+    """A single-agent env given by a name that is neither an rllib-llm alias nor a gymnasium id, found by
+    ``config.validate()`` before Ray starts rather than by the first EnvRunner. ``multi_agent_envs``: the
+    multi-agent names, so a multi-agent env given to a single-agent config is told where it belongs."""
+    if not isinstance(env, str):
+        return []
+    _load_builtin_envs()
+    if env in _ALIASES or env in gym.registry:
+        return []
+    if env in multi_agent_envs:
+        return [f"env: {env!r} is a multi-agent env: train it with MultiAgentGRPOConfig or MultiAgentGiGPOConfig "
+                "(rllib_llm.multi_agent)"]
+    elsewhere = f"; multi-agent (MultiAgent*Config): {', '.join(multi_agent_envs)}" if multi_agent_envs else ""
+    return [unknown_name_error("env", env, sorted(_ALIASES), elsewhere + "; or pass a gymnasium id or an env class")]
+
+
 def env_config_errors(env: Any, env_config: dict[str, Any] | None) -> list[str]:
     """What is wrong with ``env_config`` for ``env`` (an alias, a gymnasium id, a class or a factory), checked
     against the constructor's keyword arguments before any env is built: an unknown key (a typo, a field of

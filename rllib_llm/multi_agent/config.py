@@ -33,6 +33,7 @@ from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
 from rllib_llm.algorithms.config import LLMConfig, _set
 from rllib_llm.algorithms.learner_connectors import ADVANTAGE_ESTIMATORS, OverlongPenalty, estimator_needs
+from rllib_llm.envs.registry import registered_envs
 from rllib_llm.models import ModelSpec
 from rllib_llm.multi_agent.learner_connectors import (
     ADVANTAGE_GROUPINGS,
@@ -40,6 +41,7 @@ from rllib_llm.multi_agent.learner_connectors import (
     FlattenAgentSteps,
     StepsToModuleBatches,
 )
+from rllib_llm.multi_agent.pettingzoo_adapter import multi_agent_env_name_errors
 
 #: model_config key of :func:`llm_module_spec`: ModelSpec fields that override the config's ``.llm()`` model.
 MODEL_OVERRIDES = "model_overrides"
@@ -107,6 +109,9 @@ class MultiAgentLLMConfig(LLMConfig):
         )
         return self
 
+    def env_name_errors(self) -> list[str]:
+        return multi_agent_env_name_errors(self.env, sorted(registered_envs()))
+
     def validate(self) -> None:
         super().validate()
         errors = []
@@ -118,6 +123,9 @@ class MultiAgentLLMConfig(LLMConfig):
                 f"advantage_estimator {self.advantage_estimator!r} with these settings needs {needs} from the model "
                 "in the learner connector, which multi-agent training does not compute; use grpo, gigpo or rloo"
             )
+        if self.invalid_action_penalty_mode != "reward":
+            errors.append("invalid_action_penalty_mode must be 'reward' for multi-agent training (the penalty is "
+                          "part of each agent's step reward)")
         if not isinstance(self.agent_prompts, dict) or not isinstance(self.agent_env_to_module, dict):
             errors.append("agent_prompts and agent_env_to_module must be dicts keyed by agent id")
         if errors:

@@ -18,6 +18,8 @@ from typing import Any
 
 from pettingzoo import AECEnv, ParallelEnv
 
+from rllib_llm.envs.registry import unknown_name_error
+
 ALL = "__all__"
 
 
@@ -125,6 +127,21 @@ _ENVS: dict[str, Callable[..., AECEnv | ParallelEnv]] = {}
 def register_multi_agent_env(alias: str, factory: Callable[..., AECEnv | ParallelEnv]) -> None:
     """Registers a PettingZoo env class or factory (called with ``env_config`` as kwargs) under ``alias``."""
     _ENVS[alias] = factory
+
+
+def registered_multi_agent_envs() -> list[str]:
+    """The aliases of :func:`register_multi_agent_env`, sorted."""
+    return sorted(_ENVS)
+
+
+def multi_agent_env_name_errors(env: Any, single_agent_envs: list[str] = ()) -> list[str]:
+    """A multi-agent env name that is not registered: one line, found before Ray starts."""
+    if not isinstance(env, str) or env in _ENVS:
+        return []
+    if env in single_agent_envs:
+        return [f"env: {env!r} is a single-agent env: train it with GiGPOConfig, GRPOConfig, PPOConfig, ..."]
+    elsewhere = f"; single-agent: {', '.join(single_agent_envs)}" if single_agent_envs else ""
+    return [unknown_name_error("multi-agent env", env, sorted(_ENVS), elsewhere + "; or pass a PettingZoo env class")]
 
 
 def make_multi_agent_env(

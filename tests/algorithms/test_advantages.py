@@ -47,6 +47,17 @@ def test_rloo_by_hand():
     np.testing.assert_allclose(rloo_advantages(rewards, episodes, groups), [0.75, 0.75, -0.75, 0.0, 0.0])
 
 
+def test_rloo_over_steps_leaves_one_row_out_by_hand():
+    # The same batch, rows instead of episodes (verl-agent): group "g" rows carry returns [1, 1, 0, 0.5].
+    #   row 0: 1 - (1 + 0 + 0.5) / 3 = 0.5 (its own episode's other step is in the baseline); row 1 the same
+    #   row 2: 0 - (1 + 1 + 0.5) / 3 = -5/6      row 3: 0.5 - (1 + 1 + 0) / 3 = -1/6      group "h": one row, 0
+    rewards = np.array([0.0, 1.0, 0.0, 0.5, 2.0])
+    episodes = np.array([0, 0, 1, 2, 3])
+    groups = np.array([0, 0, 0, 0, 1])
+    np.testing.assert_allclose(rloo_advantages(rewards, episodes, groups, over_steps=True),
+                               [0.5, 0.5, -5 / 6, -1 / 6, 0.0])
+
+
 def test_grpo_stats_over_steps_weigh_long_episodes():
     # Episode 0 has 2 steps and return 1, episode 1 one step and return 0 (mean mode).
     #   per episode: mean(1, 0) = 0.5             -> [0.5, 0.5, -0.5]
@@ -54,6 +65,46 @@ def test_grpo_stats_over_steps_weigh_long_episodes():
     rewards, episodes, groups = np.array([0.0, 1.0, 0.0]), np.array([0, 0, 1]), np.zeros(3, dtype=int)
     np.testing.assert_allclose(grpo_advantages(rewards, episodes, groups, "mean"), [0.5, 0.5, -0.5])
     np.testing.assert_allclose(grpo_advantages(rewards, episodes, groups, "mean", over_steps=True), [1 / 3, 1 / 3, -2 / 3])
+
+
+def test_invalid_action_penalty_on_its_own_row_as_verl_agent_by_hand():
+    # verl-agent (apply_invalid_action_penalty, then the estimators over step rows): every row scores its
+    # episode's env return, minus the penalty (0.1) on the rows whose action was invalid.
+    # Group of 2: episode 0 = env rewards [0, 1] (return 1), its first action invalid; episode 1 = [0], valid.
+    #   row scores [1 - 0.1, 1, 0] = [0.9, 1.0, 0.0], mean 1.9 / 3
+    #   GRPO (mean): [0.9 - 1.9/3, 1 - 1.9/3, -1.9/3]
+    #   RLOO rows:   [0.9 - 0.5, 1 - 0.45, 0 - 0.95] = [0.4, 0.55, -0.95]
+    #   GiGPO step level (gamma 0.5): returns [0 + 0.5 * 1, 1, 0] minus the penalty after discounting ->
+    #   [0.4, 1, 0]; anchor groups {row 0, row 2} (same anchor) -> +-0.2, {row 1} alone -> 0
+    rewards, episodes, groups = np.array([0.0, 1.0, 0.0]), np.array([0, 0, 1]), np.zeros(3, dtype=int)
+    offset = np.array([-0.1, 0.0, 0.0])
+    grpo = [0.9 - 1.9 / 3, 1 - 1.9 / 3, -1.9 / 3]
+    np.testing.assert_allclose(grpo_advantages(rewards, episodes, groups, "mean", over_steps=True, row_offset=offset),
+                               grpo)
+    np.testing.assert_allclose(rloo_advantages(rewards, episodes, groups, over_steps=True, row_offset=offset),
+                               [0.4, 0.55, -0.95])
+    gigpo = gigpo_advantages(rewards, episodes, groups, np.array([0, 1, 0]), gamma=0.5, mode="mean", over_steps=True,
+                             row_offset=offset)
+    np.testing.assert_allclose(gigpo, np.add(grpo, [0.2, 0.0, -0.2]))
+    with pytest.raises(ValueError, match="needs over_steps=True"):
+        grpo_advantages(rewards, episodes, groups, row_offset=offset)
+
+
+def test_the_row_mode_reaches_the_estimators_through_the_steps_valid_column():
+    from types import SimpleNamespace
+
+    from rllib_llm.algorithms.learner_connectors import ADVANTAGE_ESTIMATORS, Steps
+    from rllib_llm.env_runner import VALID
+
+    steps = Steps(rewards=np.array([0.0, 1.0, 0.0]), episode_index=np.array([0, 0, 1]), group_index=np.zeros(3, int),
+                  anchor_index=np.array([0, 1, 0]), prompts=[[1]] * 3, responses=[[1]] * 3, old_logp=[[0.0]] * 3,
+                  extras={VALID: np.array([False, True, True])})
+    config = SimpleNamespace(advantage_norm="mean", group_stats_over_steps=True, invalid_action_penalty=0.1,
+                             invalid_action_penalty_mode="row")
+    np.testing.assert_allclose(ADVANTAGE_ESTIMATORS["grpo"](steps, config), [0.9 - 1.9 / 3, 1 - 1.9 / 3, -1.9 / 3])
+    np.testing.assert_allclose(ADVANTAGE_ESTIMATORS["rloo"](steps, config), [0.4, 0.55, -0.95])
+    config.invalid_action_penalty_mode = "reward"  # the penalty is in the rewards then, not added again
+    np.testing.assert_allclose(ADVANTAGE_ESTIMATORS["grpo"](steps, config), [1 / 3, 1 / 3, -2 / 3])
 
 
 def test_gae_by_hand():

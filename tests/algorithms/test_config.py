@@ -90,6 +90,25 @@ def test_invalid_fields_are_reported_by_name_with_the_allowed_values(change, mes
         tiny().training(**change).validate()
 
 
+def test_the_row_penalty_mode_needs_row_statistics_and_a_group_estimator():
+    with pytest.raises(ValueError, match="invalid_action_penalty_mode must be one of"):
+        tiny().group_rollouts(invalid_action_penalty_mode="step").validate()
+    with pytest.raises(ValueError, match="invalid_action_penalty_mode='row' .verl-agent's. scores step rows"):
+        tiny().group_rollouts(invalid_action_penalty_mode="row").validate()
+    tiny().group_rollouts(invalid_action_penalty_mode="row").training(group_stats_over_steps=True).validate()
+
+
+def test_the_env_runner_keeps_the_penalty_out_of_the_reward_in_row_mode():
+    from types import SimpleNamespace
+
+    from rllib_llm.env_runner import reward_penalty
+
+    reward_mode = SimpleNamespace(invalid_action_penalty=0.1, invalid_action_penalty_mode="reward")
+    row_mode = SimpleNamespace(invalid_action_penalty=0.1, invalid_action_penalty_mode="row")
+    assert reward_penalty(reward_mode, valid=False) == 0.1 and reward_penalty(reward_mode, valid=True) == 0.0
+    assert reward_penalty(row_mode, valid=False) == 0.0
+
+
 def test_all_errors_are_reported_at_once():
     with pytest.raises(ValueError) as info:
         tiny().training(policy_loss="x", lambda_=2.0, clip_ratio_c=0.5).validate()

@@ -55,10 +55,21 @@ def test_an_unknown_field_names_the_method_the_line_and_the_closest_match(tmp_pa
     assert {"group_size", "num_groups", "max_episode_steps", "few_shot"} <= set(allowed) and allowed == sorted(allowed)
 
 
+def test_an_unknown_field_in_a_call_over_several_lines_is_reported_at_its_own_line(tmp_path, capsys):
+    line = train_error(write_example(tmp_path, ".group_rollouts(\n    group_size=4,\n    num_groupz=2,\n)"), capsys)
+    assert f"bad_example.py:{HEADER.count(chr(10)) + 3}: unknown field 'num_groupz' in .group_rollouts()" in line
+
+
 def test_an_unknown_training_field_lists_rllib_and_llm_fields(tmp_path, capsys):
     line = train_error(write_example(tmp_path, ".training(step_advantage_weigth=1.0)"), capsys)
     assert "unknown field 'step_advantage_weigth' in .training() (did you mean 'step_advantage_weight'?)" in line
     assert "kl_coeff" in line and " lr," in line  # LLMConfig's own fields and RLlib's AlgorithmConfig ones
+    ours, rllib = line.split("allowed: ")[1].split("; RLlib's: ")
+    assert "step_advantage_weight" in ours and "lr" not in ours.split(", ")
+    assert rllib.split(" and ")[0].split(", ") == ["gamma", "grad_clip", "grad_clip_by", "learner_connector", "lr",
+                                                   "minibatch_size", "num_epochs",
+                                                   "train_batch_size_per_learner"]
+    assert rllib.endswith("more of RLlib's AlgorithmConfig.training()")
 
 
 def test_an_unknown_env_config_key_is_one_line_before_ray_starts(tmp_path, capsys, monkeypatch):
@@ -72,6 +83,31 @@ def test_an_unknown_env_config_key_is_one_line_before_ray_starts(tmp_path, capsy
     line = train_error(write_example(tmp_path, body), capsys)
     assert "env_config: unknown key 'max_positon' for NumberLine (did you mean 'max_position'?)" in line
     assert "env_config: unknown key 'bogus' for NumberLine;" in line and "max_position" in line.split("allowed: ")[1]
+
+
+def test_an_unknown_env_name_is_one_line_with_a_suggestion_before_ray_or_a_run_folder(tmp_path, capsys, monkeypatch):
+    import rllib_llm.cli as cli
+
+    def no_ray():
+        raise AssertionError("Ray started for a config that cannot work")
+
+    monkeypatch.setattr(cli, "init_ray", no_ray)
+    line = train_error(write_example(tmp_path, '.environment("NumberLin")'), capsys)
+    assert "env: unknown env 'NumberLin' (did you mean 'NumberLine'?); registered: " in line
+    registered = line.split("registered: ")[1]
+    assert "Sokoban" in registered and "TicTacToe" in registered and "Points24SolverVerifier" in registered
+    assert not (tmp_path / "run").exists()
+    line = train_error(write_example(tmp_path, '.environment("TicTacToe")'), capsys)
+    assert "env: 'TicTacToe' is a multi-agent env: train it with MultiAgentGRPOConfig" in line
+
+
+def test_multi_agent_configs_check_their_env_name_too():
+    from rllib_llm.multi_agent import MultiAgentGRPOConfig
+
+    with pytest.raises(ValueError, match=r"unknown multi-agent env 'TicTacTo' \(did you mean 'TicTacToe'\?\)"):
+        MultiAgentGRPOConfig().environment("TicTacTo").llm(model="tiny-random-llama").validate()
+    with pytest.raises(ValueError, match="'NumberLine' is a single-agent env"):
+        MultiAgentGRPOConfig().environment("NumberLine").llm(model="tiny-random-llama").validate()
 
 
 def test_env_config_keys_are_checked_against_classes_factories_and_not_kwargs_envs():

@@ -8,7 +8,7 @@ import math
 import pytest
 
 from rllib_llm.cli import main
-from rllib_llm.plots import plot_runs, read_progress
+from rllib_llm.plots import curve_figure, plot_runs, read_held_out, read_progress
 from tests.ecosystem.conftest import png_size
 
 
@@ -44,6 +44,25 @@ def test_plot_overlays_runs_and_reads_the_latest_training_of_each(tmp_path):
     assert all(p.parent == first / "plots" and png_size(p) == (600, 400) for p in paths)
 
 
+def test_the_success_plot_says_it_shows_training_episodes_and_marks_the_held_out_evaluations(tracked_run):
+    import matplotlib.pyplot as plt
+
+    run_dir, summary = tracked_run["run_dir"], tracked_run["summary"]
+    held_out = read_held_out(run_dir)
+    assert held_out == [(0.0, summary["before"]["success_rate"]), (1.0, summary["after"]["success_rate"])]
+    fig = curve_figure("success_rate", {"run": read_progress(run_dir)}, {"run": held_out})
+    ax = fig.axes[0]
+    assert ax.get_title() == "success rate of the training episodes"
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert labels == ["run: training episodes", "run: held-out greedy (before / after)"]
+    # one iteration: whole-number ticks and room around the points, not 0.96, 0.98, ... around a lone dot
+    low, high = ax.get_xlim()
+    assert low <= -1 and high >= 2
+    assert all(float(t).is_integer() for t in ax.get_xticks())
+    plt.close(fig)
+    assert read_held_out(run_dir / "missing") == []
+
+
 def test_plot_errors_are_one_line(tmp_path, capsys):
     assert main(["plot", str(tmp_path / "missing")]) == 2
     assert "progress.jsonl not found" in capsys.readouterr().err
@@ -65,9 +84,26 @@ def test_training_saves_trajectories_and_show_trajectory_prints_them(tracked_run
     assert text.count("=== iteration 1") == 1 and "--- step 1 ---" in text
     assert "prompt:\n  | <|im_start|>system" in text and "response: " in text
     assert "\naction: " in text and "  reward: " in text
+    assert text.startswith("Group ids are <EnvRunner>-<rollout>-<group>")
+    assert f"group {records[1]['group_id']} (EnvRunner 0, its rollout " in text
+    assert records[0]["few_shot"] == [] and "few-shot" not in text  # the tiny example has none
     assert main(["show-trajectory", str(run_dir), "--no-prompts"]) == 0
     text = capsys.readouterr().out
     assert text.count("=== iteration 1") == 2 and "observation: Target" in text and "prompt:" not in text
+
+
+def test_a_trajectory_with_few_shot_turns_labels_them():
+    from rllib_llm.progress import format_trajectory
+
+    step = {"t": 0, "observation": "Target 3, position 2.", "prompt": "...", "response": "+</action>", "action": "+",
+            "valid": True, "reward": 1.0}
+    record = {"iteration": 4, "group_id": "1-7-2", "seed": 5, "return": 1.0, "success": True, "steps": [step],
+              "final_observation": "Target 3, position 3.", "few_shot": [["Target 1, position 3.", "<action>-</action>"]]}
+    text = format_trajectory(record)
+    assert "group 1-7-2 (EnvRunner 1, its rollout 7, group 2), seed 5" in text
+    assert ("(each prompt opens with the config's few-shot example, not an earlier step: user 'Target 1, position 3.' "
+            "-> assistant '<action>-</action>')") in text
+    assert "few-shot" not in format_trajectory(record, prompts=False)  # observations only: no few-shot turn shown
 
 
 @pytest.mark.parametrize(

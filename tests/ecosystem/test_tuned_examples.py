@@ -92,3 +92,17 @@ def test_summarize_picks_the_best_trial_by_success_rate():
     text = format_summary(summary, grid)
     assert "ERROR RuntimeError: boom" in text
     assert text.endswith("Best trial by env_runners/success_rate (max): group_size=4, lr=0.1: 0.750 (/t/4-0.1)")
+
+
+def test_help_is_plain_text_and_every_option_is_described():
+    import argparse
+
+    from rllib_llm.cli import build_parser
+
+    parser = build_parser()
+    assert "``" not in parser.format_help() and ":mod:" not in parser.format_help()
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
+    for name, command in commands.items():
+        assert "``" not in command.format_help()
+        undescribed = [a.option_strings or a.dest for a in command._actions if a.dest != "help" and not a.help]
+        assert undescribed == [], f"rllib-llm {name}: options without help: {undescribed}"

@@ -5,6 +5,7 @@ import pytest
 
 from rllib_llm.envs import make_env
 from rllib_llm.envs.sokoban import Level, SokobanEnv, generate_level, solve
+from rllib_llm.envs.sokoban.env import substring_move
 from tests.envs.conftest import check_step
 
 LINE = "#######\n#P_X_O#\n#######"
@@ -63,6 +64,23 @@ def test_bad_actions_are_invalid_no_ops() -> None:
         assert new_obs == obs and new_info["anchor_obs"] == info["anchor_obs"]
         assert reward == pytest.approx(-0.1) and not term
     assert check_step(env.step(" Left "))[4]["is_action_valid"]
+
+
+def test_substring_matching_reads_actions_as_verl_agent() -> None:
+    room = "#######\n#P_X_O#\n#_____#\n#######"
+    exact, loose = SokobanEnv(dim_room=(4, 7)), SokobanEnv(dim_room=(4, 7), action_matching="substring")
+    start = exact.reset(seed=0, options={"level": room})[0]
+    assert loose.reset(seed=0, options={"level": room})[0] == start
+    assert check_step(exact.step("move right"), valid=False)[0] == start
+    moved, reward, *_ = check_step(loose.step("move right"), valid=True)
+    assert moved != start and moved == check_step(exact.step("right"), valid=True)[0] and reward == pytest.approx(-0.1)
+    still, reward, *_ = check_step(loose.step("still"), valid=True)  # verl-agent's no-op is a valid action
+    assert still == moved and reward == pytest.approx(-0.1)
+    check_step(exact.step("still"), valid=False)
+    check_step(loose.step("jump"), valid=False)
+    assert substring_move("push upright") == "up" and substring_move("leftover") == "left"  # pool order, as theirs
+    with pytest.raises(ValueError, match="action_matching must be one of"):
+        SokobanEnv(action_matching="fuzzy")
 
 
 def test_wall_bump_is_valid_and_changes_nothing() -> None:

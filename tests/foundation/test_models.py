@@ -32,3 +32,49 @@ def test_tiny_tokenizer_round_trips_text():
     tokenizer = models.load_tokenizer(models.TINY_MODEL)
     text = "Target: 3 <action>+</action> é"
     assert tokenizer.decode(tokenizer(text)["input_ids"]) == text
+
+
+HUB_ID = "SomeOrg/uncached-model-7b"
+
+
+@pytest.fixture
+def empty_hf_cache(tmp_path, monkeypatch):
+    for var in ("HUGGINGFACE_HUB_CACHE", "HF_HOME", "TRANSFORMERS_OFFLINE", "HF_HUB_OFFLINE", "HF_ENDPOINT"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    return tmp_path / "hub"
+
+
+def test_an_uncached_hub_id_offline_is_one_line_and_a_cached_one_passes(empty_hf_cache, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    message = models.hub_model_error(HUB_ID)
+    assert message.startswith(f"model '{HUB_ID}' is not in the Hugging Face cache ({empty_hf_cache}) and "
+                              "HF_HUB_OFFLINE is set: download it where there is internet")
+    assert "\n" not in message
+    (empty_hf_cache / "models--SomeOrg--uncached-model-7b" / "snapshots" / "0123abc").mkdir(parents=True)
+    assert models.hub_model_error(HUB_ID) is None
+    for ours in (models.EMBEDDED_MODEL, models.TINY_MODEL, str(empty_hf_cache)):
+        assert models.hub_model_error(ours) is None
+
+
+def test_an_unreachable_hub_is_said_at_once_not_after_retries(empty_hf_cache, monkeypatch):
+    import time
+
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # the discard port: nothing listens, refused at once
+    start = time.perf_counter()
+    message = models.hub_model_error(HUB_ID)
+    assert "the Hub (http://127.0.0.1:9) cannot be reached" in message
+    assert time.perf_counter() - start < models.HUB_PROBE_TIMEOUT_S + 1
+
+
+def test_the_config_refuses_an_unloadable_hub_id_before_ray(empty_hf_cache, monkeypatch):
+    from tests.conftest import tiny_config
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(ValueError, match=f"model '{HUB_ID}' is not in the Hugging Face cache"):
+        tiny_config().llm(model=HUB_ID).validate()
+
+
+def test_wrapped_load_errors_quote_the_cause_without_doubled_punctuation():
+    error = OSError("We couldn't connect to 'https://huggingface.co' to load the files.\nCheck your connection.")
+    assert models.error_reason(error) == "We couldn't connect to 'https://huggingface.co' to load the files"

@@ -79,15 +79,21 @@ def test_kl_to_reference_is_logged_when_enabled():
 def test_cli_train_then_evaluate(tmp_path, capsys):
     out = tmp_path / "run"
     assert main(["train", "tests/fixtures/tiny_numberline.py", "--output", str(out)]) == 0
-    printed = capsys.readouterr().out
+    captured = capsys.readouterr()
+    printed = captured.out
     assert "Untrained policy: success rate" in printed and "Trained policy" in printed
     assert "success" in printed and "tok/s" in printed  # the progress table header
+    # Not a terminal (captured, as in a log file): no progress bar, whose carriage returns would mix with the rows.
+    assert "\r" not in printed + captured.err and "training:" not in captured.err
+    assert "Evaluating the untrained policy on 3 held-out seeds..." in printed
     summary = json.loads((out / "summary.json").read_text())
     assert set(summary) >= {"before", "after", "checkpoint"}
+    assert summary["stopped"] == "after iteration 1: the iteration limit (1)"
     rows = [json.loads(line) for line in (out / "progress.jsonl").read_text().splitlines()]
     assert [r["iter"] for r in rows] == [1.0]
     assert main(["evaluate", summary["checkpoint"], "--num-seeds", "2"]) == 0
-    assert "over 2 held-out seeds" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "Evaluating " in printed and " held-out seeds from " in printed and "over 2 held-out seeds" in printed
 
 
 def test_a_run_folder_is_never_mixed_with_a_second_run(tmp_path, capsys):

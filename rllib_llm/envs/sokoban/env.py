@@ -7,7 +7,8 @@ Sokoban; memories then hold no past grids either).
 Rewards follow gym-sokoban: -0.1 per step, +1 for pushing a box onto a target, -1 for pushing one off,
 +10 once all boxes are on targets (the episode then terminates). Walking into a wall is a valid action that
 changes nothing; an unparseable action is a no-op with ``is_action_valid=False`` (the step still costs -0.1
-because time passed; the env runner adds its own invalid-action penalty).
+because time passed; the env runner adds its own invalid-action penalty). ``action_matching="substring"``
+reads actions as verl-agent does (notes/parity.md).
 """
 
 from __future__ import annotations
@@ -32,6 +33,20 @@ IMAGE_LEGEND = (
 )
 
 
+#: How an action text is read: "exact" (one of up/down/left/right, case and spaces ignored) or "substring"
+#: (verl-agent's ``sokoban_projection``: the first of up, down, left, right, still that the text contains, so
+#: "move up" is up and "still" is a valid move that changes nothing).
+ACTION_MATCHING = ("exact", "substring")
+#: verl-agent's valid no-op action.
+STILL = "still"
+
+
+def substring_move(text: str) -> str:
+    """verl-agent's reading of an action text: the first of up, down, left, right, still (in that order)
+    contained in ``text``, else ``text`` unchanged (invalid)."""
+    return next((move for move in (*MOVES, STILL) if move in text), text)
+
+
 class SokobanEnv(TextEnv):
     prompt_template: ClassVar[str] = (
         "You are solving Sokoban. Push every box onto a target. You can push a box (not pull it) by walking "
@@ -54,8 +69,12 @@ class SokobanEnv(TextEnv):
         image_obs: bool = False,
         tile_size: int = 16,
         text_obs: bool = True,
+        action_matching: str = "exact",
     ) -> None:
         super().__init__()
+        if action_matching not in ACTION_MATCHING:
+            raise ValueError(f"action_matching must be one of {ACTION_MATCHING}, got {action_matching!r}")
+        self.action_matching = action_matching
         if not (text_obs or image_obs):
             raise ValueError("Sokoban with text_obs=False needs image_obs=True (the board must be shown somehow)")
         if num_boxes < 1:
@@ -146,9 +165,11 @@ class SokobanEnv(TextEnv):
             raise RuntimeError("Call reset() before step()")
         self.steps += 1
         move = action.strip().lower() if isinstance(action, str) else ""
-        valid = move in MOVES
+        if self.action_matching == "substring":
+            move = substring_move(move)
+        valid = move in MOVES or (move == STILL and self.action_matching == "substring")
         reward = self.STEP_PENALTY
-        if valid:
+        if move in MOVES:
             before = self.level.boxes_on_target
             self.level = self.level.move(move)
             after = self.level.boxes_on_target
