@@ -14,7 +14,13 @@ verifier's, though one LLM learns from both. Per-agent metrics: ``env_runners/ag
 without shaping every episode gets the same return and GiGPO has nothing to learn from. Each well-formed
 formula therefore pays the solver 0.2 x the share of the cards it used correctly. Measured on a GPU
 (benchmarks/results/multiagent_points24.md): the solver's return rises in every seed and the first valid
-formulas appear within 24 iterations, but no game is won yet at that size.
+formulas appear within 24 iterations, but no game is won yet at that size (measured before a well-formed
+formula over other numbers than the cards was passed to the verifier; until then the verifier never acted).
+
+Time on an idle 2-core machine (2026-12-05): one training iteration 71 s; ``--iterations 1`` takes 1 min 52 s
+in all (model load and the two 16-seed evaluations included). After that one iteration both agents act: the
+solver's valid-action rate 0.26 (well-formed formulas), the verifier's 0.07 (an accept or reject it could
+parse); untrained, 0.125 of all turns are valid on the held-out games and no game is won.
 """
 
 from rllib_llm.env_connectors import ChatPromptBuilder

@@ -110,12 +110,30 @@ def test_points24_rejection_sends_feedback_then_rounds_run_out():
     assert all(env.truncations.values()) and env.rewards == {"solver": 0.0, "verifier": 0.0}
 
 
-@pytest.mark.parametrize("bad", [None, "", "1+1", "__import__('os').system('echo hi')", "10**10"])
+@pytest.mark.parametrize("bad", [None, "", "1+", "__import__('os').system('echo hi')", "10**10"])
 def test_points24_malformed_formula_is_invalid_and_the_solver_retries(bad):
     env, _ = _solver_verifier()
     env.step(bad)
     assert env.agent_selection == "solver" and env.infos["solver"]["is_action_valid"] is False
     assert env.proposal is None
+
+
+def test_points24_a_formula_over_other_numbers_goes_to_the_verifier_and_cannot_win():
+    env = Points24SolverVerifierEnv(max_rounds=3)
+    env.reset(seed=3)
+    solution = env.game.solution()
+    env.step("1+1")  # well-formed, not the cards: checking the cards is the verifier's job
+    assert env.infos["solver"]["is_action_valid"] and env.agent_selection == "verifier"
+    assert "The solver proposes: 1+1" in env.observe("verifier") and env.proposal_correct is False
+    env.step("reject: it does not use the cards")
+    assert env.agent_selection == "solver" and "does not use the cards" in env.observe("solver")
+    env.step(solution)
+    assert env.proposal_correct is True
+    env.step("reject")  # the verifier wrongly rejects a correct formula ...
+    env.step("1+1")  # ... which must not make the next, wrong-card proposal count as correct
+    assert env.proposal_correct is False
+    env.step("accept")
+    assert env.rewards == {"solver": 0.0, "verifier": 0.0} and not env.infos["solver"]["won"]
 
 
 def test_points24_verifier_must_accept_or_reject():
@@ -147,10 +165,12 @@ def test_points24_card_match_reward_pays_the_solver_for_formulas_closer_to_the_c
     env = Points24SolverVerifierEnv(max_rounds=2, card_match_reward=0.2)
     env.reset(seed=3)
     a, b, c, d = env.game.values
-    env.step(f"{a}+{b}+{c}")  # three of the four cards: invalid, the solver tries again
-    assert env.agent_selection == "solver" and env.infos["solver"]["is_action_valid"] is False
+    env.step(f"{a}+{b}+{c}")  # three of the four cards: proposed, for the verifier to reject
+    assert env.agent_selection == "verifier" and env.infos["solver"]["is_action_valid"] is True
     assert env.rewards == {"solver": pytest.approx(0.15), "verifier": 0.0}
-    env.step("(((")  # no formula: nothing
+    env.step("reject: a card is missing")
+    env.step("(((")  # no formula: nothing, and the solver tries again
+    assert env.agent_selection == "solver" and env.infos["solver"]["is_action_valid"] is False
     assert env.rewards == {"solver": 0.0, "verifier": 0.0}
     env.step(env.game.solution())  # exactly the cards
     assert env.rewards == {"solver": pytest.approx(0.2), "verifier": 0.0} and env.agent_selection == "verifier"

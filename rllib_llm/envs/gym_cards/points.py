@@ -56,6 +56,7 @@ class CardFormulaEnv(TextEnv):
         self.solved = False
         #: How close the last formula's numbers were to the cards (:func:`card_overlap`; 0 for no formula).
         self.card_overlap = 0.0
+        self.well_formed = True
 
     def card_value(self, card: cardlib.Card) -> int:
         if card.rank == "A":
@@ -91,6 +92,7 @@ class CardFormulaEnv(TextEnv):
             "won": self.solved,
             "anchor_obs": tuple(self.values),
             "card_overlap": self.card_overlap,
+            "well_formed": self.well_formed,
             "prompt_slots": {
                 "game": self.GAME,
                 "target": self.TARGET,
@@ -106,7 +108,7 @@ class CardFormulaEnv(TextEnv):
             self.cards = cardlib.new_deck(self.np_random)[: self.NUM_CARDS]
             if self.solution() is not None:
                 break
-        self.steps, self.feedback, self.solved, self.card_overlap = 0, "", False, 0.0
+        self.steps, self.feedback, self.solved, self.card_overlap, self.well_formed = 0, "", False, 0.0, True
         self.task_description = f"Use the cards {cardlib.cards_text(self.cards)} to make {self.TARGET}."
         return self._obs(), self._info(True)
 
@@ -114,11 +116,13 @@ class CardFormulaEnv(TextEnv):
         if not self.cards:
             raise RuntimeError("Call reset() before step()")
         self.steps += 1
-        reward, valid, self.card_overlap = 0.0, True, 1.0
+        reward, valid, self.card_overlap, self.well_formed = 0.0, True, 1.0, True
         try:
             value = evaluate_formula(action, self.values, self.OPS, self._face_values())  # type: ignore[arg-type]
         except FormulaError as e:
             valid, self.feedback = False, f"Invalid formula ({e})."
+            # A well-formed formula over other numbers (the card check is its only fault) keeps its numbers.
+            self.well_formed = e.numbers is not None
             self.card_overlap = card_overlap(e.numbers, self.values) if e.numbers is not None else 0.0
         else:
             self.solved = value == self.TARGET

@@ -7,9 +7,11 @@ the solver for another round, up to ``max_rounds`` (then the game is truncated, 
 
 Dealing, formula checking and the exact-fraction arithmetic are the single-agent
 :class:`~rllib_llm.envs.gym_cards.points.Points24Env`'s (a safe AST evaluator, never ``eval``), which this
-env holds as its game engine. A solver answer that is not a formula over the cards (unparseable, other
-numbers) is an invalid no-op: the solver tries again, with the parser's message. A verifier answer that is
-neither accept nor reject is invalid too: the verifier answers again.
+env holds as its game engine. A solver answer that is not a well-formed formula (unparseable, other
+operators) is an invalid no-op: the solver tries again, with the parser's message. A well-formed formula
+over other numbers than the cards is a valid proposal that cannot win: catching it is the verifier's job
+(its prompt says so), and it keeps the verifier acting while a small solver has not learned the cards yet.
+A verifier answer that is neither accept nor reject is invalid: the verifier answers again.
 
 ``card_match_reward`` (default 0: the game's own rewards only) shapes the solver's reward for small models
 that rarely write a formula over the right numbers: each well-formed formula pays the solver
@@ -119,10 +121,12 @@ class Points24SolverVerifierEnv(TextAECEnv):
             return False, SOLVER
         _, _, correct, _, info = self.game.step(formula)
         self.rewards[SOLVER] = self.card_match_reward * info["card_overlap"]
-        if not info["is_action_valid"]:
+        if not info["well_formed"]:
             self.solver_feedback = self.game.feedback  # the parser's "Invalid formula (...)" message
             return False, SOLVER
-        self.proposal, self.proposal_correct = formula.strip(), bool(correct)
+        # Checking that the formula uses each card once is the verifier's job: a well-formed formula over
+        # other numbers is proposed (it cannot be correct), so the verifier acts even for an untrained solver.
+        self.proposal, self.proposal_correct = formula.strip(), bool(correct and info["is_action_valid"])
         self.verifier_feedback = ""
         return True, VERIFIER
 
