@@ -271,7 +271,7 @@ def seeds_bar(out: Path, dry: bool, budget_s: float, seeds: list[int], grpo_seed
     stem = "learning_seeds_gpu" + ("" if env == "NumberLine" else f"_{env.lower()}")
     note = (f"Issue 20 GPU bar: tuned_examples/numberline_gigpo.py as shipped ('base' = no overrides) on {env} at "
             f"GPU size ({num_groups} groups x {group_size} envs per iteration), GiGPO seeds {seeds}, GRPO (same "
-            f"config, GRPO's estimator, equal samples) seeds {grpo_seeds}, {len(runs)} processes sharing one H200, "
+            f"config, GRPO's estimator, equal samples) seeds {grpo_seeds}, {len(runs)} processes sharing one GPU, "
             f"{budget_s:.0f} s of training each, greedy eval on 64 held-out seeds.")
     sh(f"python3 benchmarks/gpu_sweep.py --report {folder} --report-dir {out} --report-stem {stem} --plot "
        f"--note \"{note}\"", check=False)
@@ -329,7 +329,8 @@ def main() -> int:
     parser.add_argument("step", choices=("setup", "stage", "job1", "job2", "sweep", "bar", "multiagent"))
     parser.add_argument("--variants", nargs="+", default=["base"], help="sweep: gpu_sweep.py variants")
     parser.add_argument("--procs", type=int, default=12, help="sweep: processes sharing the GPU")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1], help="sweep")
+    parser.add_argument("--seeds", type=int, nargs="+", default=None,
+                        help="sweep and multiagent (default 0 1); bar: the GiGPO seeds (default 0-4, issue 20's bar)")
     parser.add_argument("--iterations", type=int, default=30, help="sweep")
     parser.add_argument("--eval-at", type=int, nargs="+", default=[10, 20, 30], help="sweep")
     parser.add_argument("--grpo-seeds", type=int, nargs="*", default=[0, 1, 2], help="bar: GRPO runs")
@@ -353,11 +354,12 @@ def main() -> int:
      "stage": stage_parts,
      "job1": lambda: job1(args.out, args.dry_run, args.budget_s),
      "job2": lambda: job2(args.out, args.dry_run, args.budget_s, args.variant),
-     "sweep": lambda: sweep(args.out, args.dry_run, args.budget_s, args.variants, args.procs, args.seeds,
+     "sweep": lambda: sweep(args.out, args.dry_run, args.budget_s, args.variants, args.procs, args.seeds or [0, 1],
                             args.iterations, args.eval_at),
-     "bar": lambda: seeds_bar(args.out, args.dry_run, args.budget_s, args.seeds, args.grpo_seeds, args.iterations,
+     "bar": lambda: seeds_bar(args.out, args.dry_run, args.budget_s, args.seeds or [0, 1, 2, 3, 4], args.grpo_seeds,
+                              args.iterations,
                               args.eval_at, args.num_groups, args.group_size, args.env),
-     "multiagent": lambda: multiagent(args.out, args.dry_run, args.budget_s, args.seeds, args.iterations,
+     "multiagent": lambda: multiagent(args.out, args.dry_run, args.budget_s, args.seeds or [0, 1], args.iterations,
                                       args.example, json.loads(args.env_variants) if args.env_variants else None),
      }[args.step]()
     return 0
