@@ -17,51 +17,30 @@ success on 64 held-out deals 0.219 untrained -> 0.875 / 0.797 / 0.797 (mean 0.82
 0.89-0.95, 14.8-16.6 min a run (model load and both evaluations included).
 """
 
-from rllib_llm.algorithms import GiGPOConfig
-from rllib_llm.env_connectors import ChatPromptBuilder
+from pathlib import Path
 
-LORA = {
-    "r": 16,
-    "lora_alpha": 32,
-    "lora_dropout": 0.0,
-    "target_modules": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
-}
+from rllib_llm.cli import load_tuned_example
+from rllib_llm.env_connectors import ChatPromptBuilder
 
 SYSTEM_PROMPT = (
     "Make 12 from the two cards: use each card's number exactly once with + or *. A is 1; J, Q and K are 10. "
     "Reply with the formula inside <action></action>."
 )
 
+# The main job's recipe (model, LoRA, sampling, training, evaluation), with this env, prompt and sizes.
+main_job, _ = load_tuned_example(Path(__file__).resolve().parent / "numberline_gigpo.py")
 config = (
-    GiGPOConfig()
+    main_job.copy(copy_frozen=False)
     .environment("EZPoints", env_config={"max_steps": 3})
     .env_runners(
         env_to_module_connector=lambda env, spaces, device: [
             ChatPromptBuilder(system_prompt=SYSTEM_PROMPT, template="{current_observation}", output_format="")
         ]
     )
-    .llm(model={"name_or_path": "smollm2-135m-instruct", "lora": LORA})
-    .generation(temperature=1.0, max_new_tokens=12, stop=["</action>"])
-    .group_rollouts(
-        group_size=4,
-        num_groups=4,
-        max_episode_steps=3,
-        invalid_action_penalty=0.1,
-        few_shot=[("Cards: 3, 4.", "<action>3*4</action>")],
-        response_prefix="<action>",
-    )
-    .training(
-        lr=2e-4,
-        kl_coeff=0.2,
-        gamma=0.95,
-        step_advantage_weight=1.0,
-        advantage_norm="mean",
-        step_grouping="exact_across_groups",
-        minibatch_size=32,
-    )
-    .evaluation(evaluation_num_seeds=64)
-    .debugging(seed=0)
+    .generation(max_new_tokens=12)
+    .group_rollouts(num_groups=4, max_episode_steps=3, few_shot=[("Cards: 3, 4.", "<action>3*4</action>")])
 )
+config.env_config = {"max_steps": 3}  # .environment() merges into NumberLine's env_config: replace it
 
 stop = {"training_iteration": 40}
 
