@@ -16,7 +16,9 @@ built by ``bash benchmarks/stage_gpu_carry.sh``. Steps:
 - ``multiagent``: a multi-agent tuned example (``--example``, default two-player tic-tac-toe) through
   ``rllib-llm train`` on the GPU, one process per (``--env-variants`` entry, ``--seeds`` seed), ``--budget-s``
   of training each.
-- ``bar``: issue 20's GPU bar, the main job as shipped at GPU size, GiGPO and GRPO, one process per run.
+- ``bar``: issue 20's GPU bar, the main job as shipped at GPU size, GiGPO and GRPO, one process per run;
+  ``--detach`` starts them in their own process session and returns, so they outlive the call (runs longer
+  than one call), and ``collect --envs ...`` waits for them in later calls and writes the reports.
 - ``job2``: rollout throughput (benchmarks/rollout_throughput.py --device cuda), then GiGPO vs GRPO at GPU
   size with the best sweep variant on NumberLine and Sokoban, one process per (env, seed), and reports.
 
@@ -249,10 +251,15 @@ def sweep(out: Path, dry: bool, budget_s: float, variants: list[str], procs: int
 
 
 def seeds_bar(out: Path, dry: bool, budget_s: float, seeds: list[int], grpo_seeds: list[int], iterations: int,
-              eval_at: list[int], num_groups: int, group_size: int, env: str = "NumberLine") -> None:
+              eval_at: list[int], num_groups: int, group_size: int, env: str = "NumberLine", variant: str = "base",
+              detach: bool = False) -> None:
     """Issue 20's GPU bar: the main job as shipped (its tuned example, no overrides) at GPU size
     (``num_groups`` x ``group_size``), GiGPO on ``seeds`` and GRPO at equal samples on ``grpo_seeds``, one process
-    per run sharing the GPU, ``budget_s`` of training each; then the report ``learning_seeds_gpu[_<env>]``."""
+    per run sharing the GPU, ``budget_s`` of training each; then the report ``learning_seeds_gpu[_<env>]``.
+
+    ``detach``: the runs start in a new process session (the device tool keeps those running after the call
+    returns, while the machine stays held) and the call returns at once; ``collect`` waits for them in a later
+    call and writes the report. Runs longer than one call's 10 minutes are possible that way."""
     work = Path("/tmp/gpu_dry") if dry else WORK
     model = "tiny-random-llama" if dry else "smollm2-135m-instruct"
     prepare(model, dry)
@@ -262,21 +269,57 @@ def seeds_bar(out: Path, dry: bool, budget_s: float, seeds: list[int], grpo_seed
     runs = [("gigpo", s) for s in seeds] + [("grpo", s) for s in grpo_seeds]
     sizes = (f"--num-groups {num_groups} --group-size {group_size} --iterations {iterations} "
              f"--eval-at {' '.join(map(str, eval_at))} --eval-seeds {4 if dry else 64}")
-    run_together([
-        f"timeout {budget_s + 120:.0f} python3 benchmarks/gpu_sweep.py --out {folder} --tag {algo}_s{seed} --env {env} "
-        f"--seeds {seed} --variants base --algos {algo} --model {model} {sizes} --time-budget-s {budget_s:.0f} "
+    cmds = [
+        f"timeout {budget_s + 300:.0f} python3 benchmarks/gpu_sweep.py --out {folder} --tag {algo}_s{seed} --env {env} "
+        f"--seeds {seed} --variants {variant} --algos {algo} --model {model} {sizes} --time-budget-s {budget_s:.0f} "
         f"--threads 1 --ray-cpus 2 --separate-ray-dir > {folder}/log_{algo}_s{seed}.txt 2>&1"
         for algo, seed in runs
-    ])
+    ]
+    overrides = "no overrides" if variant == "base" else f"variant {variant!r} (benchmarks/gpu_sweep.py apply_variant)"
+    (folder / "note.txt").write_text(
+        f"Issue 20 GPU bar: tuned_examples/numberline_gigpo.py as shipped ({overrides})"
+        f"{'' if env == 'NumberLine' else ' with benchmarks/learning.py sokoban() (6x6, one box)'} on {env} at "
+        f"GPU size ({num_groups} groups x {group_size} envs per iteration), GiGPO seeds {seeds}, GRPO (same "
+        f"config, GRPO's estimator, equal samples) seeds {grpo_seeds}, {len(runs)} processes of this step sharing "
+        f"one GPU, {budget_s:.0f} s of training each, greedy eval on 64 held-out seeds.")
+    if detach:
+        script = folder / "runs.sh"
+        script.write_text("".join(f"{cmd} &\n" for cmd in cmds) + f"wait\ntouch {folder}/done\n")
+        subprocess.Popen(["bash", str(script)], cwd=RUN_ROOT, start_new_session=True, stdin=subprocess.DEVNULL,
+                         stdout=open(folder / "runs.log", "w"), stderr=subprocess.STDOUT)
+        print("started", len(cmds), "runs in", folder, flush=True)
+        return
+    run_together(cmds)
+    bar_report(out, env)
+
+
+def bar_report(out: Path, env: str, dry: bool = False) -> None:
+    """The report of one ``bar`` step's runs (``learning_seeds_gpu[_<env>]``) and their logs, into ``out``."""
+    folder = (Path("/tmp/gpu_dry") if dry else WORK) / f"bar_{env.lower()}"
     stem = "learning_seeds_gpu" + ("" if env == "NumberLine" else f"_{env.lower()}")
-    note = (f"Issue 20 GPU bar: tuned_examples/numberline_gigpo.py as shipped ('base' = no overrides) on {env} at "
-            f"GPU size ({num_groups} groups x {group_size} envs per iteration), GiGPO seeds {seeds}, GRPO (same "
-            f"config, GRPO's estimator, equal samples) seeds {grpo_seeds}, {len(runs)} processes sharing one GPU, "
-            f"{budget_s:.0f} s of training each, greedy eval on 64 held-out seeds.")
+    note = (folder / "note.txt").read_text()
     sh(f"python3 benchmarks/gpu_sweep.py --report {folder} --report-dir {out} --report-stem {stem} --plot "
        f"--note \"{note}\"", check=False)
     with tarfile.open(out / f"{stem}_logs.tar.gz", "w:gz") as tar:
         tar.add(folder, arcname=folder.name)
+
+
+def collect(out: Path, dry: bool, envs: list[str], wait_s: float) -> None:
+    """Waits (at most ``wait_s``) for the detached ``bar`` steps of ``envs``, then writes each finished one's
+    report; an unfinished one prints its runs' last log lines (call ``collect`` again)."""
+    work = Path("/tmp/gpu_dry") if dry else WORK
+    deadline = time.monotonic() + wait_s
+    pending = list(envs)
+    while pending and time.monotonic() < deadline:
+        for env in [e for e in pending if (work / f"bar_{e.lower()}" / "done").is_file()]:
+            bar_report(out, env, dry)
+            pending.remove(env)
+        if pending:
+            time.sleep(5)
+    for env in pending:
+        print(f"{env}: still running", flush=True)
+        for log in sorted((work / f"bar_{env.lower()}").glob("log_*.txt")):
+            print(f"== {log.name}", *log.read_text(errors="replace").splitlines()[-3:], sep="\n", flush=True)
 
 
 MULTI_AGENT_EXAMPLE = "tuned_examples/multiagent_tictactoe_grpo.py"
@@ -326,7 +369,7 @@ def multiagent(out: Path, dry: bool, budget_s: float, seeds: list[int], iteratio
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("step", choices=("setup", "stage", "job1", "job2", "sweep", "bar", "multiagent"))
+    parser.add_argument("step", choices=("setup", "stage", "job1", "job2", "sweep", "bar", "collect", "multiagent"))
     parser.add_argument("--variants", nargs="+", default=["base"], help="sweep: gpu_sweep.py variants")
     parser.add_argument("--procs", type=int, default=12, help="sweep: processes sharing the GPU")
     parser.add_argument("--seeds", type=int, nargs="+", default=None,
@@ -337,6 +380,10 @@ def main() -> int:
     parser.add_argument("--num-groups", type=int, default=8, help="bar")
     parser.add_argument("--group-size", type=int, default=4, help="bar")
     parser.add_argument("--env", default="NumberLine", help="bar")
+    parser.add_argument("--envs", nargs="+", default=["NumberLine"], help="collect: the bar steps to wait for")
+    parser.add_argument("--bar-variant", default="base", help="bar: a gpu_sweep.py variant (e.g. micro8: less memory)")
+    parser.add_argument("--detach", action="store_true", help="bar: start the runs and return (see collect)")
+    parser.add_argument("--wait-s", type=float, default=540.0, help="collect: the longest wait in this call")
     parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "/tmp/gpu_out")))
     parser.add_argument("--dry-run", action="store_true")
     parser.add_argument("--skip-dry", action="store_true", help="setup: no tiny-model sweep")
@@ -358,7 +405,9 @@ def main() -> int:
                             args.iterations, args.eval_at),
      "bar": lambda: seeds_bar(args.out, args.dry_run, args.budget_s, args.seeds or [0, 1, 2, 3, 4], args.grpo_seeds,
                               args.iterations,
-                              args.eval_at, args.num_groups, args.group_size, args.env),
+                              args.eval_at, args.num_groups, args.group_size, args.env, args.bar_variant,
+                              args.detach),
+     "collect": lambda: collect(args.out, args.dry_run, args.envs, args.wait_s),
      "multiagent": lambda: multiagent(args.out, args.dry_run, args.budget_s, args.seeds or [0, 1], args.iterations,
                                       args.example, json.loads(args.env_variants) if args.env_variants else None),
      }[args.step]()
