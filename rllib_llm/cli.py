@@ -41,6 +41,7 @@ from rllib_llm.progress import (
     format_row,
     format_trajectory,
     header,
+    printed_columns,
     row_values,
     table_columns,
 )
@@ -452,7 +453,7 @@ def _train_loop(
         for i in bar:
             result = algo.train()
             if columns is None:
-                columns = table_columns(result)
+                columns = printed_columns(table_columns(result))
                 tqdm.write(header(columns), file=sys.stdout)
             values = row_values(result)  # every column of this result, also agents the table has none for
             tqdm.write(format_row(values, columns), file=sys.stdout)

@@ -52,17 +52,42 @@ def lookup(result: dict[str, Any], path: tuple[str, ...]) -> float:
         return math.nan
 
 
+#: Short header labels of the per-agent columns (the row keys keep the full names).
+SHORT_SUFFIX = {"success": "succ", "return": "ret"}
+
+
+def header_label(title: str) -> str:
+    """A column's printed header: per-agent titles shortened (``player_1:success`` -> ``p1:succ``) so a
+    two-agent table stays near 125 characters; other titles as they are."""
+    if ":" not in title:
+        return title
+    agent, suffix = title.rsplit(":", 1)
+    name, _, number = agent.rpartition("_")
+    if name and number.isdigit():
+        agent = name[0] + number
+    return f"{agent}:{SHORT_SUFFIX.get(suffix, suffix)}"
+
+
 def table_columns(result: dict[str, Any]) -> list[Column]:
     """:data:`COLUMNS`, then ``<agent>:success``/``:valid``/``:return`` for each agent in the result's
-    ``env_runners`` (multi-agent runs; agents in id order). Widths fit the title."""
+    ``env_runners`` (multi-agent runs; agents in id order). Widths fit the printed label."""
     columns = list(COLUMNS)
     runners = result.get("env_runners") or {}
     for key in sorted(k for k, v in runners.items() if isinstance(v, dict) and str(k).startswith(AGENT_PREFIX)):
         agent = str(key)[len(AGENT_PREFIX) :]
         for suffix, metric in AGENT_COLUMNS:
             title = f"{agent}:{suffix}"
-            columns.append((title, ("env_runners", key, metric), f"{{:>{max(6, len(title))}.2f}}"))
+            columns.append((title, ("env_runners", key, metric), f"{{:>{max(5, len(header_label(title)))}.2f}}"))
     return columns
+
+
+def printed_columns(columns: list[Column]) -> list[Column]:
+    """The columns the table prints: with per-agent columns, the all-agent success/valid/return are left out
+    (the per-agent ones say more, and a two-agent table would be ~190 characters wide); rows keep them all."""
+    if not any(":" in title for title, _, _ in columns):
+        return columns
+    aggregate = {title for _, metric in AGENT_COLUMNS for title, path, _ in COLUMNS if path == ("env_runners", metric)}
+    return [column for column in columns if column[0] not in aggregate]
 
 
 def row_values(result: dict[str, Any], columns: list[Column] | None = None) -> dict[str, float]:
@@ -72,7 +97,7 @@ def row_values(result: dict[str, Any], columns: list[Column] | None = None) -> d
 
 def header(columns: list[Column] = COLUMNS) -> str:
     widths = [len(fmt.format(0.0)) for _, _, fmt in columns]
-    return "  ".join(title.rjust(w) for (title, _, _), w in zip(columns, widths, strict=True))
+    return "  ".join(header_label(title).rjust(w) for (title, _, _), w in zip(columns, widths, strict=True))
 
 
 def format_row(values: dict[str, float], columns: list[Column] = COLUMNS) -> str:

@@ -49,7 +49,7 @@ def test_multi_agent_rows_add_per_agent_columns_and_average_the_modules():
     assert values["verifier:return"] == -0.5 and values["solver:valid"] == 0.25
     assert math.isclose(values["kl"], 0.03) and values["entropy"] == 2.0
     head, row = header(columns), format_row(values, columns)
-    assert head.split()[-1] == "verifier:return" and row.split()[-6:] == ["0.75", "0.25", "1.00", "0.50", "0.75", "-0.50"]
+    assert head.split()[-1] == "verifier:ret" and row.split()[-6:] == ["0.75", "0.25", "1.00", "0.50", "0.75", "-0.50"]
     assert len(head) == len(row)
 
 
@@ -68,3 +68,25 @@ def test_the_table_shows_the_share_of_groups_without_signal():
     values = row_values(result, COLUMNS)
     assert values["no_signal"] == 0.75
     assert "no_signal" in header(COLUMNS) and "0.75" in format_row(values, COLUMNS)
+
+
+def test_a_two_player_table_prints_per_agent_columns_short_and_keeps_every_key_in_the_rows():
+    from rllib_llm.progress import header_label, printed_columns
+
+    result = {
+        "training_iteration": 1,
+        "env_runners": {
+            "success_rate": 0.5,
+            **{f"agent_player_{i}": {"success_rate": 0.5, "valid_action_rate": 1.0, "episode_return_mean": 0.0}
+               for i in (1, 2)},
+        },
+    }
+    columns = printed_columns(table_columns(result))
+    titles = [title for title, _, _ in columns]
+    assert "success" not in titles and "valid" not in titles and "return" not in titles
+    assert "player_1:success" in titles and header_label("player_1:success") == "p1:succ"
+    head, row = header(columns), format_row(row_values(result), columns)
+    assert len(head) == len(row) <= 130  # was ~190 with full titles and the all-agent columns
+    assert "p2:ret" in head.split()
+    assert {"success", "player_2:return"} <= set(row_values(result))  # progress.jsonl keeps the full names
+    assert printed_columns(COLUMNS) == COLUMNS  # single-agent tables unchanged

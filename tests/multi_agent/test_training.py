@@ -121,7 +121,7 @@ def test_cli_trains_and_evaluates_a_multi_agent_example(tmp_path, capsys):
     assert records and {r["agent_id"] for r in records} <= {"player_1", "player_2"}
     assert "Untrained policy: success rate" in printed and "Trained policy" in printed
     [head] = [line for line in printed.splitlines() if line.lstrip().startswith("iter")]
-    for column in ("player_1:success", "player_1:valid", "player_2:return"):
+    for column in ("p1:succ", "p1:valid", "p2:ret"):  # short labels; progress.jsonl keeps the full names
         assert column in head.split()
     [row] = [json.loads(line) for line in (out / "progress.jsonl").read_text().splitlines()]
     assert 0.0 <= row["player_1:valid"] <= 1.0 and row["player_2:success"] in (None, 0.0, 0.5, 1.0)
