@@ -250,6 +250,11 @@ def sweep(out: Path, dry: bool, budget_s: float, variants: list[str], procs: int
         tar.add(folder, arcname="sweep2")
 
 
+def bar_folder(env: str, dry: bool) -> Path:
+    """Where one ``bar`` step's runs write (``seeds_bar``, ``bar_report`` and ``collect`` agree through it)."""
+    return (Path("/tmp/gpu_dry") if dry else WORK) / f"bar_{env.lower()}"
+
+
 def seeds_bar(out: Path, dry: bool, budget_s: float, seeds: list[int], grpo_seeds: list[int], iterations: int,
               eval_at: list[int], num_groups: int, group_size: int, env: str = "NumberLine", variant: str = "base",
               detach: bool = False) -> None:
@@ -260,10 +265,9 @@ def seeds_bar(out: Path, dry: bool, budget_s: float, seeds: list[int], grpo_seed
     ``detach``: the runs start in a new process session (the device tool keeps those running after the call
     returns, while the machine stays held) and the call returns at once; ``collect`` waits for them in a later
     call and writes the report. Runs longer than one call's 10 minutes are possible that way."""
-    work = Path("/tmp/gpu_dry") if dry else WORK
     model = "tiny-random-llama" if dry else "smollm2-135m-instruct"
     prepare(model, dry)
-    folder = work / f"bar_{env.lower()}"
+    folder = bar_folder(env, dry)
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
     runs = [("gigpo", s) for s in seeds] + [("grpo", s) for s in grpo_seeds]
@@ -285,8 +289,9 @@ def seeds_bar(out: Path, dry: bool, budget_s: float, seeds: list[int], grpo_seed
     if detach:
         script = folder / "runs.sh"
         script.write_text("".join(f"{cmd} &\n" for cmd in cmds) + f"wait\ntouch {folder}/done\n")
-        subprocess.Popen(["bash", str(script)], cwd=RUN_ROOT, start_new_session=True, stdin=subprocess.DEVNULL,
-                         stdout=open(folder / "runs.log", "w"), stderr=subprocess.STDOUT)
+        with open(folder / "runs.log", "w") as log:  # the child keeps its own copy of the descriptor
+            subprocess.Popen(["bash", str(script)], cwd=RUN_ROOT, start_new_session=True, stdin=subprocess.DEVNULL,
+                             stdout=log, stderr=subprocess.STDOUT)
         print("started", len(cmds), "runs in", folder, flush=True)
         return
     run_together(cmds)
@@ -295,7 +300,7 @@ def seeds_bar(out: Path, dry: bool, budget_s: float, seeds: list[int], grpo_seed
 
 def bar_report(out: Path, env: str, dry: bool = False) -> None:
     """The report of one ``bar`` step's runs (``learning_seeds_gpu[_<env>]``) and their logs, into ``out``."""
-    folder = (Path("/tmp/gpu_dry") if dry else WORK) / f"bar_{env.lower()}"
+    folder = bar_folder(env, dry)
     stem = "learning_seeds_gpu" + ("" if env == "NumberLine" else f"_{env.lower()}")
     note = (folder / "note.txt").read_text()
     sh(f"python3 benchmarks/gpu_sweep.py --report {folder} --report-dir {out} --report-stem {stem} --plot "
@@ -307,18 +312,17 @@ def bar_report(out: Path, env: str, dry: bool = False) -> None:
 def collect(out: Path, dry: bool, envs: list[str], wait_s: float) -> None:
     """Waits (at most ``wait_s``) for the detached ``bar`` steps of ``envs``, then writes each finished one's
     report; an unfinished one prints its runs' last log lines (call ``collect`` again)."""
-    work = Path("/tmp/gpu_dry") if dry else WORK
     deadline = time.monotonic() + wait_s
     pending = list(envs)
     while pending and time.monotonic() < deadline:
-        for env in [e for e in pending if (work / f"bar_{e.lower()}" / "done").is_file()]:
+        for env in [e for e in pending if (bar_folder(e, dry) / "done").is_file()]:
             bar_report(out, env, dry)
             pending.remove(env)
         if pending:
             time.sleep(5)
     for env in pending:
         print(f"{env}: still running", flush=True)
-        for log in sorted((work / f"bar_{env.lower()}").glob("log_*.txt")):
+        for log in sorted(bar_folder(env, dry).glob("log_*.txt")):
             print(f"== {log.name}", *log.read_text(errors="replace").splitlines()[-3:], sep="\n", flush=True)
 
 
