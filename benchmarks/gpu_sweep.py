@@ -176,7 +176,7 @@ def action_probabilities(algo: Any, episodes: list) -> list[dict[str, Any]]:
     weights for each distinct start state of ``episodes`` (the step-0 prompt the evaluation built)."""
     import torch
 
-    from rllib_llm.env_runner import PROMPT
+    from rllib_llm.columns import PROMPT
 
     runner = algo.env_runner
     model, tokenizer = runner.module.model, runner.module.tokenizer
@@ -214,20 +214,16 @@ def evaluate(algo: Any, args: argparse.Namespace) -> dict[str, Any]:
     """Greedy play of the held-out seeds (as ``LLMAlgorithm.evaluate_seeds``), plus action statistics."""
     import numpy as np
 
-    from rllib_llm.env_runner import RESPONSE, RESPONSE_TEXT, VALID, episode_success
+    from rllib_llm.columns import RESPONSE_TEXT
+    from rllib_llm.metrics import rollout_stats
 
     offset = algo.config.evaluation_seed_offset
     seeds = list(range(offset, offset + args.eval_seeds))
     episodes = algo.env_runner.sample(seeds=seeds, explore=False, group_size=1)
-    valid = [bool(v) for ep in episodes for v in ep.get_extra_model_outputs(VALID)]
     prefix = algo.config.response_prefix  # prefilled, not generated: the reply is prefix + text
     texts = [prefix + str(t) for ep in episodes for t in ep.get_extra_model_outputs(RESPONSE_TEXT)]
     stats: dict[str, Any] = {
-        "num_episodes": len(episodes),
-        "success_rate": float(np.mean([episode_success(ep) for ep in episodes])),
-        "valid_action_rate": float(np.mean(valid)) if valid else 0.0,
-        "episode_return_mean": float(np.mean([ep.get_return() for ep in episodes])),
-        "response_length_mean": float(np.mean([len(r) for ep in episodes for r in ep.get_extra_model_outputs(RESPONSE)])),
+        **rollout_stats(episodes),
         "greedy_plus_rate": float(np.mean(["<action>+</action>" in t for t in texts])) if texts else None,
         "greedy_minus_rate": float(np.mean(["<action>-</action>" in t for t in texts])) if texts else None,
     }

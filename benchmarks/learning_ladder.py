@@ -92,7 +92,7 @@ class Probe:
     """The decision-token statistics of the EnvRunner's policy on every start state (step-0 prompts)."""
 
     def __init__(self, algo: Any, seed_of: dict[tuple[int, int], int]) -> None:
-        from rllib_llm.env_runner import PROMPT
+        from rllib_llm.columns import PROMPT
 
         self.algo = algo
         self.states = sorted(seed_of)
@@ -147,7 +147,7 @@ def oracle_connector(input_observation_space: Any = None, input_action_space: An
     from ray.rllib.connectors.connector_v2 import ConnectorV2
 
     from rllib_llm.algorithms.learner_connectors import STEPS
-    from rllib_llm.env_runner import ANCHOR
+    from rllib_llm.columns import ANCHOR
 
     class OracleAdvantages(ConnectorV2):
         def __call__(self, *, rl_module, batch, episodes, explore=None, shared_data=None, metrics=None, **kwargs):
@@ -184,7 +184,7 @@ def supervised_step(algo: Any, probe: Probe, rng: np.random.Generator, rows: int
     import torch
 
     from rllib_llm.algorithms.learner_connectors import Steps, pad_token_batch
-    from rllib_llm.rl_module import response_logprobs
+    from rllib_llm.token_forward import response_logprobs
 
     up = [i for i, s in enumerate(probe.states) if correct_move(s) == "+"]
     down = [i for i, s in enumerate(probe.states) if correct_move(s) == "-"]

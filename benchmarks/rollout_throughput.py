@@ -37,7 +37,8 @@ from benchmarks._common import (  # noqa: E402
     threads_argument,
     write_results,
 )
-from rllib_llm.env_runner import RESPONSE, LLMEnvRunner  # noqa: E402
+from rllib_llm.columns import RESPONSE
+from rllib_llm.env_runner import LLMEnvRunner
 from rllib_llm.generation import GenerationBackend, GenerationOutput, SamplingParams  # noqa: E402
 
 NAME = "rollout_throughput"

@@ -266,7 +266,7 @@ class TrajectoryRecorder:
 
     def _pick(self, episodes: list) -> list:
         """The first episode of each group, up to ``per_iteration`` (groups differ more than siblings)."""
-        from rllib_llm.env_runner import GROUP_ID
+        from rllib_llm.columns import GROUP_ID
 
         picked, groups = [], set()
         for episode in episodes:

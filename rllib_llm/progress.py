@@ -7,6 +7,8 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from rllib_llm.metrics import AGENT_PREFIX
+
 #: A module-id wildcard in a column path: the mean over the Learner's modules (``__all_modules__`` left out),
 #: so ``kl`` is ``default_policy``'s in single-agent runs and the modules' mean in multi-agent ones.
 EACH_MODULE = "*"
@@ -28,7 +30,6 @@ COLUMNS: list[Column] = [
     ("time_s", ("time_this_iter_s",), "{:>6.1f}"),
 ]
 #: Per-agent columns of a multi-agent run, one set per ``env_runners/agent_<id>`` dict the env runner reports.
-AGENT_PREFIX = "agent_"
 AGENT_COLUMNS: list[tuple[str, str]] = [
     ("success", "success_rate"),
     ("valid", "valid_action_rate"),
@@ -136,8 +137,9 @@ def episode_record(episode: Any, iteration: int, render_prompt: Callable[[Any], 
     """One sampled episode as a JSON-able dict: per step the prompt (as ``render_prompt`` turns the
     recorded prompt into text: token ids decoded, or chat messages joined), the response, the parsed
     action, the reward. What ``rllib-llm show-trajectory`` prints."""
+    from rllib_llm.columns import ENV_REWARD, GROUP_ID, PROMPT, RESPONSE_TEXT, SEED, VALID
     from rllib_llm.env_connectors.memory import observation_text
-    from rllib_llm.env_runner import ENV_REWARD, GROUP_ID, PROMPT, RESPONSE_TEXT, SEED, VALID, episode_success
+    from rllib_llm.metrics import episode_success
 
     observations = episode.get_observations()
     actions, rewards = episode.get_actions(), episode.get_rewards()

@@ -31,118 +31,16 @@ from ray.rllib.core.rl_module.apis import InferenceOnlyAPI
 from ray.rllib.core.rl_module.torch import TorchRLModule
 from ray.util import log_once
 
-from rllib_llm.generation.base import MIN_SHARED_PREFIX, shared_prefix_length
-from rllib_llm.generation.hf import position_ids_from_mask
-from rllib_llm.generation.static import forward_signature
+from rllib_llm.columns import ATTENTION_MASK, ENTROPY, IMAGE_SIZES, IMAGES, INPUT_IDS, LOGP, RESPONSE_MASK, VALUES
 from rllib_llm.models import ModelSpec, apply_lora, freeze_all_but_last_layers, load_causal_lm, load_tokenizer
-from rllib_llm.vision import IMAGE_SIZES, IMAGES, batch_image_inputs, is_vision_model
+from rllib_llm.token_forward import response_logprobs
+from rllib_llm.vision import batch_image_inputs, is_vision_model
 
 #: RLlib's own ``RLModule.__init__`` builds the deprecated ``RLModuleConfig`` for every module and so logs
 #: "DeprecationWarning: RLModule(config=[RLModuleConfig object])" once per process (EnvRunner, Learner,
 #: driver) although nothing here passes a config. Marking that notice as logged keeps it out of every run.
 RLMODULE_CONFIG_NOTICE = "RLModule(config=[RLModuleConfig object])"
 log_once(RLMODULE_CONFIG_NOTICE)
-
-LOGP = "logp"
-ENTROPY = "entropy"
-REF_LOGP = "ref_logp"
-VALUES = "values"
-
-
-def _row_prompts(input_ids: torch.Tensor, attention_mask: torch.Tensor, prompt_width: int) -> list[list[int]]:
-    ids, mask = input_ids[:, :prompt_width].tolist(), attention_mask[:, :prompt_width].tolist()
-    return [[t for t, m in zip(row, row_mask, strict=True) if m] for row, row_mask in zip(ids, mask, strict=True)]
-
-
-def response_logprobs(
-    model: torch.nn.Module,
-    input_ids: torch.Tensor,
-    attention_mask: torch.Tensor,
-    response_len: int,
-    temperature: float = 1.0,
-    with_entropy: bool = False,
-    share_prefix: bool = True,
-    vision: dict[str, torch.Tensor] | None = None,
-) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Log-probs [B, R] of the last ``response_len`` tokens under softmax(logits / temperature).
-
-    Only the last R + 1 positions go through the LM head, so memory does not scale with prompt x vocab.
-    With ``share_prefix``, the prompt prefix every row shares (system prompt, examples: most of a short
-    agent prompt) runs once and its KV cache is broadcast to the batch; gradients still flow through it.
-    ``vision`` (a VL model's ``pixel_values`` / ``image_grid_thw``, ``{}`` for text rows): one plain pass,
-    positions left to the model (its 3-D rotary index), no shared prefix.
-    """
-    prefix = 0
-    if share_prefix and vision is None and input_ids.shape[0] > 1:
-        prompts = _row_prompts(input_ids, attention_mask, input_ids.shape[1] - response_len)
-        # Every row keeps a prompt token after the prefix: its logit predicts the first response token.
-        prefix = min(shared_prefix_length(prompts), min(len(p) for p in prompts) - 1)
-    if prefix >= MIN_SHARED_PREFIX:
-        out = _forward_with_shared_prefix(model, input_ids, attention_mask, response_len, prompts, prefix)
-    elif vision is not None:
-        out = model(
-            input_ids=input_ids, attention_mask=attention_mask, logits_to_keep=response_len + 1, use_cache=False,
-            **vision,
-        )  # fmt: skip
-    else:
-        out = model(
-            input_ids=input_ids,
-            attention_mask=attention_mask,
-            position_ids=position_ids_from_mask(attention_mask),
-            logits_to_keep=response_len + 1,
-            use_cache=False,
-        )
-    logits = out.logits[:, :-1].float() / temperature
-    logp_all = torch.log_softmax(logits, dim=-1)
-    targets = input_ids[:, -response_len:]
-    logp = logp_all.gather(-1, targets[..., None]).squeeze(-1)
-    entropy = -(logp_all.exp() * logp_all).sum(-1) if with_entropy else None
-    return logp, entropy
-
-
-def _forward_with_shared_prefix(
-    model: torch.nn.Module,
-    input_ids: torch.Tensor,
-    attention_mask: torch.Tensor,
-    response_len: int,
-    prompts: list[list[int]],
-    prefix: int,
-):
-    """The forward pass of ``response_logprobs`` as prefix (batch 1, cached) + per-row remainder.
-
-    The remainders are left-padded after the prefix; masked pads in the middle leave attention unchanged
-    and positions come from the mask, so the log-probs equal those of the plain left-padded pass.
-    """
-    from transformers import DynamicCache
-
-    rows, device = input_ids.shape[0], input_ids.device
-    cache = DynamicCache()
-    # "cache" from transformers 5.24 on, "past_key_values" before: a wrong name is swallowed by **kwargs
-    # and the remainder would run without the prefix.
-    cache_kw = forward_signature(model)[0]
-    prefix_ids = torch.tensor([prompts[0][:prefix]], device=device)
-    model(input_ids=prefix_ids, use_cache=True, logits_to_keep=1, **{cache_kw: cache})
-    cache.batch_repeat_interleave(rows)
-    rests = [p[prefix:] for p in prompts]
-    width = max(len(r) for r in rests)
-    rest_ids = input_ids.new_full((rows, width), int(input_ids[0, 0]))
-    rest_mask = attention_mask.new_zeros((rows, width))
-    for row, rest in enumerate(rests):
-        if rest:
-            rest_ids[row, width - len(rest) :] = torch.tensor(rest, device=device)
-            rest_mask[row, width - len(rest) :] = 1
-    ids = torch.cat([rest_ids, input_ids[:, -response_len:]], dim=1)
-    mask = torch.cat([rest_mask, attention_mask[:, -response_len:]], dim=1)
-    full_mask = torch.cat([mask.new_ones((rows, prefix)), mask], dim=1)
-    positions = position_ids_from_mask(full_mask)[:, prefix:]
-    return model(
-        input_ids=ids,
-        attention_mask=full_mask,
-        position_ids=positions,
-        use_cache=True,
-        **{cache_kw: cache},
-        logits_to_keep=response_len + 1,
-    )
 
 
 @contextmanager
@@ -238,9 +136,9 @@ class LLMRLModule(TorchRLModule, InferenceOnlyAPI):
     def logprobs(self, batch: dict[str, Any], with_entropy: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
         return response_logprobs(
             self.model,
-            batch["input_ids"],
-            batch["attention_mask"],
-            batch["response_mask"].shape[1],
+            batch[INPUT_IDS],
+            batch[ATTENTION_MASK],
+            batch[RESPONSE_MASK].shape[1],
             self.temperature,
             with_entropy,
             vision=self.vision_inputs(batch),
@@ -262,9 +160,9 @@ class LLMRLModule(TorchRLModule, InferenceOnlyAPI):
                 return self.logprobs(batch)[0]
         if not self._reference:
             raise RuntimeError("This LLMRLModule was built without a reference model (use_reference=False).")
-        reference = self._reference[0].to(batch["input_ids"].device)
+        reference = self._reference[0].to(batch[INPUT_IDS].device)
         return response_logprobs(
-            reference, batch["input_ids"], batch["attention_mask"], batch["response_mask"].shape[1], self.temperature,
+            reference, batch[INPUT_IDS], batch[ATTENTION_MASK], batch[RESPONSE_MASK].shape[1], self.temperature,
             vision=self.vision_inputs(batch),
         )[0]  # fmt: skip
 

@@ -33,7 +33,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from rllib_llm.columns import IMAGE_SIZES, IMAGES
 from rllib_llm.generation.base import GenerationBackend, GenerationOutput, SamplingParams, truncate_at_stop
+from rllib_llm.token_forward import left_pad, response_logprobs, token_logprobs
 
 CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)
 CLIP_STD = (0.26862954, 0.26130258, 0.27577711)
@@ -47,11 +49,6 @@ VL_CHAT_TEMPLATE = (
     "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )
 
-
-#: Token batch columns of image prompts: uint8 images [B, H, W, 3] (padded to the largest) and their
-#: (height, width) [B, 2]; (0, 0) marks a row whose prompt has no image.
-IMAGES = "images"
-IMAGE_SIZES = "image_sizes"
 
 Image = np.ndarray | torch.Tensor
 
@@ -186,21 +183,6 @@ def batch_image_inputs(model: Any, images: torch.Tensor, sizes: torch.Tensor) ->
     return pixel_kwargs(pixels, grids, images.device, next(model.parameters()).dtype)
 
 
-def _left_pad(rows: Sequence[Sequence[int]], pad_id: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-    width = max(len(r) for r in rows)
-    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(rows), width), dtype=torch.long)
-    for i, row in enumerate(rows):
-        ids[i, width - len(row) :] = torch.tensor(row, dtype=torch.long)
-        mask[i, width - len(row) :] = 1
-    return ids.to(device), mask.to(device)
-
-
-def _token_logprobs(logits: torch.Tensor, tokens: torch.Tensor, temperature: float) -> torch.Tensor:
-    """log softmax(logits / T) at ``tokens``; float32 whatever the model dtype (as the text paths do)."""
-    return torch.log_softmax(logits.float() / temperature, dim=-1).gather(-1, tokens[..., None]).squeeze(-1)
-
-
 class HFVisionBackend(GenerationBackend):
     """Sampling for Qwen2-VL-style models: prompt ids with image placeholders + the images of each row.
 
@@ -219,7 +201,7 @@ class HFVisionBackend(GenerationBackend):
 
         inputs = VisionInputs(self.model, prompts, images if images is not None else [[] for _ in prompts])
         param = next(self.model.parameters())
-        ids, mask = _left_pad(inputs.prompts, self.tokenizer.pad_token_id, param.device)
+        ids, mask = left_pad(inputs.prompts, self.tokenizer.pad_token_id, param.device)
         eos = self.tokenizer.eos_token_id
         config = GenerationConfig(
             do_sample=not params.greedy, temperature=params.temperature, top_p=params.top_p, top_k=0,
@@ -234,7 +216,7 @@ class HFVisionBackend(GenerationBackend):
                 **inputs.model_kwargs(param.device, param.dtype),
             )  # fmt: skip
         tokens = out.sequences[:, ids.shape[1] :]
-        logprobs = _token_logprobs(torch.stack(out.logits, dim=1), tokens, params.temperature)
+        logprobs = token_logprobs(torch.stack(out.logits, dim=1), tokens, params.temperature)
         return [self._output(t.tolist(), lp.tolist(), params) for t, lp in zip(tokens, logprobs, strict=True)]
 
     def _output(self, tokens: list[int], logprobs: list[float], params: SamplingParams) -> GenerationOutput:
@@ -262,13 +244,11 @@ def vl_response_logprobs(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The Learner's side: log-probs [B, R] of each response (right-padded to R; mask [B, R] returned too)
     under softmax(logits / T), for prompts with images. One forward pass over prompt (left-padded) + response
-    (:func:`rllib_llm.rl_module.response_logprobs`); the model derives its 3-D rotary positions from the ids,
+    (:func:`rllib_llm.token_forward.response_logprobs`); the model derives its 3-D rotary positions from the ids,
     the image grids and the mask."""
-    from rllib_llm.rl_module import response_logprobs
-
     inputs = VisionInputs(model, prompts, images)
     param = next(model.parameters())
-    prompt_ids, prompt_mask = _left_pad(inputs.prompts, pad_id, param.device)
+    prompt_ids, prompt_mask = left_pad(inputs.prompts, pad_id, param.device)
     width = max(len(r) for r in responses)
     response_ids = torch.full((len(responses), width), pad_id, dtype=torch.long)
     response_mask = torch.zeros((len(responses), width), dtype=torch.long)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 from typing import Any, ClassVar
 
-import numpy as np
 from ray.rllib.algorithms.algorithm import Algorithm
 from ray.rllib.core import ALL_MODULES
 from ray.rllib.execution.rollout_ops import synchronous_parallel_sample
@@ -20,7 +19,7 @@ from ray.rllib.utils.metrics import (
 )
 
 from rllib_llm.algorithms.sharding import NotEnoughGroupsError, learner_update_data
-from rllib_llm.env_runner import ENV_FAULTS, RESPONSE, VALID, episode_success
+from rllib_llm.metrics import flat_stats, rollout_stats
 
 logger = logging.getLogger(__name__)
 
@@ -116,15 +115,7 @@ class LLMAlgorithm(Algorithm):
         return self.env_runner_group.foreach_env_runner(play, local_env_runner=not remote)[0]
 
     def evaluate_seeds(self, seeds: list[int] | None = None, explore: bool = False) -> dict[str, Any]:
-        """Success and valid-action rates over held-out seeds, one episode per seed (greedy by default), and
-        the env faults that hit them (an evaluation's faults are its own, never a training iteration's)."""
-        episodes = self.play_held_out(seeds, explore)
-        valid = [v for ep in episodes for v in ep.get_extra_model_outputs(VALID)]
-        return {
-            "num_episodes": len(episodes),
-            "num_env_faults": int(sum(ep.custom_data.get(ENV_FAULTS, 0) for ep in episodes)),
-            "success_rate": float(np.mean([episode_success(ep) for ep in episodes])),
-            "valid_action_rate": float(np.mean(valid)) if valid else 0.0,
-            "episode_return_mean": float(np.mean([ep.get_return() for ep in episodes])),
-            "response_length_mean": float(np.mean([len(r) for ep in episodes for r in ep.get_extra_model_outputs(RESPONSE)])),
-        }
+        """:func:`~rllib_llm.metrics.rollout_stats` of held-out seeds, one episode per seed (greedy by default),
+        with the env faults that hit them (an evaluation's faults are its own, never a training iteration's).
+        Multi-agent: per-agent numbers as flat ``agent_<id>/<name>`` keys (the CLI logs each as one number)."""
+        return flat_stats(rollout_stats(self.play_held_out(seeds, explore)))

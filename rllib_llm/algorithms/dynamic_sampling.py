@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from rllib_llm.env_runner import GROUP_ID
+from rllib_llm.columns import GROUP_ID
 
 #: Returns closer than this count as equal (sums of the same rewards in another order may differ by ulps).
 RETURN_TOLERANCE = 1e-9

@@ -10,9 +10,8 @@ from typing import Any
 import torch
 from ray.rllib.core.learner.torch.torch_learner import TorchLearner
 
-from rllib_llm.algorithms.learner_connectors import OLD_VALUES, VALUE_TARGETS
 from rllib_llm.algorithms.losses import POLICY_LOSSES, aggregate, aggregate_weight, kl_penalty, value_loss
-from rllib_llm.rl_module import ENTROPY, LOGP, VALUES
+from rllib_llm.columns import ACTION_LOGP, ADVANTAGES, ENTROPY, LOGP, OLD_VALUES, RESPONSE_MASK, VALUE_TARGETS, VALUES
 
 
 @dataclass(frozen=True)
@@ -38,7 +37,7 @@ def micro_batches(
 ) -> Iterator[tuple[dict[str, dict[str, Any]], dict[str, LossShares]]]:
     """Consecutive chunks of ``size`` rows of every module's columns (the i-th chunks of all modules go
     together; a module out of rows sits the rest out), each with its modules' :class:`LossShares`."""
-    rows = {mid: len(columns["response_mask"]) for mid, columns in batch.items()}
+    rows = {mid: len(columns[RESPONSE_MASK]) for mid, columns in batch.items()}
     for start in range(0, max(rows.values(), default=0), size):
         micro: dict[str, dict[str, Any]] = {}
         shares: dict[str, LossShares] = {}
@@ -49,7 +48,7 @@ def micro_batches(
                 key: value[start : start + size] if _is_row_column(value, rows[mid]) else value
                 for key, value in columns.items()
             }
-            mask, full = micro[mid]["response_mask"], columns["response_mask"]
+            mask, full = micro[mid][RESPONSE_MASK], columns[RESPONSE_MASK]
             shares[mid] = LossShares(
                 agg=_share(aggregate_weight(mask, agg), aggregate_weight(full, agg)),
                 tokens=_share(aggregate_weight(mask), aggregate_weight(full)),
@@ -82,7 +81,7 @@ class LLMLearner(TorchLearner):
 
     def _uncompiled_update(self, batch: dict, **kwargs: Any):
         size = self.config.micro_batch_size
-        if not size or all(len(columns["response_mask"]) <= size for columns in batch.values()):
+        if not size or all(len(columns[RESPONSE_MASK]) <= size for columns in batch.values()):
             return super()._uncompiled_update(batch, **kwargs)
         self._compute_off_policyness(batch)
         for optimizer in self._optimizer_parameters:
@@ -111,12 +110,12 @@ class LLMLearner(TorchLearner):
 
     def compute_loss_for_module(self, *, module_id: str, config: Any, batch: dict, fwd_out: dict) -> torch.Tensor:
         shares = self._shares.get(module_id, WHOLE)
-        mask = batch["response_mask"]
+        mask = batch[RESPONSE_MASK]
         logp = fwd_out[LOGP]
         loss, stats = POLICY_LOSSES[config.policy_loss](
             logp,
-            batch["old_logp"],
-            batch["advantages"],
+            batch[ACTION_LOGP],
+            batch[ADVANTAGES],
             mask,
             clip_low=config.clip_ratio_low,
             clip_high=config.clip_ratio_high,

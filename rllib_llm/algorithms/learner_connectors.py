@@ -38,15 +38,27 @@ from rllib_llm.algorithms.advantages import (
     uninformative_group_fraction,
 )
 from rllib_llm.algorithms.losses import kl_penalty
-from rllib_llm.env_runner import ANCHOR, GROUP_ID, NUM_IMAGES, OLD_LOGP, PROMPT, RESPONSE, VALID
+from rllib_llm.columns import (
+    ACTION_LOGP,
+    ADVANTAGES,
+    ANCHOR,
+    ATTENTION_MASK,
+    GROUP_ID,
+    INPUT_IDS,
+    NUM_IMAGES,
+    OLD_VALUES,
+    PROMPT,
+    RESPONSE,
+    RESPONSE_MASK,
+    VALID,
+    VALUE_TARGETS,
+)
 from rllib_llm.vision import image_columns
 
 STEPS = "steps"
 #: Learner metric: the share of episode groups whose advantages are all ~0 (see uninformative_group_fraction).
 UNINFORMATIVE_GROUP_FRACTION = "uninformative_group_fraction"
 # Extra training columns (per step) written next to the token batch.
-OLD_VALUES = "old_values"
-VALUE_TARGETS = "value_targets"
 # What estimators may need from the model (keys of Steps.extras).
 NEED_VALUES = "values"
 NEED_REF_LOGP = "ref_logp"
@@ -83,7 +95,7 @@ def flatten_episodes(episodes: list) -> Steps:
         anchors.extend(episode.get_extra_model_outputs(ANCHOR))
         prompts.extend(episode.get_extra_model_outputs(PROMPT))
         responses.extend(episode.get_extra_model_outputs(RESPONSE))
-        old_logp.extend(episode.get_extra_model_outputs(OLD_LOGP))
+        old_logp.extend(episode.get_extra_model_outputs(ACTION_LOGP))
         valid.extend(episode.get_extra_model_outputs(VALID) if VALID in episode.extra_model_outputs else [True] * len(episode))
     episode_index, group_index, anchor_index = factorize_steps(
         [episode.custom_data[GROUP_ID] for episode in episodes], [len(episode) for episode in episodes], anchors
@@ -133,7 +145,7 @@ def pad_token_batch(steps: Steps, pad_id: int) -> dict[str, np.ndarray]:
         attention_mask[i, width_p : width_p + len(response)] = 1
         response_mask[i, : len(response)] = 1.0
         old_logp[i, : len(logp)] = logp
-    batch = {"input_ids": input_ids, "attention_mask": attention_mask, "response_mask": response_mask, "old_logp": old_logp}
+    batch = {INPUT_IDS: input_ids, ATTENTION_MASK: attention_mask, RESPONSE_MASK: response_mask, ACTION_LOGP: old_logp}
     if steps.images is not None:
         batch.update(image_columns(steps.images))
     return batch
@@ -160,7 +172,7 @@ def module_pass(module: Any, steps: Steps, fn: Callable[[dict], torch.Tensor], c
         for start in range(0, len(steps), chunk_size):
             chunk = {k: torch.as_tensor(v[start : start + chunk_size], device=device) for k, v in batch.items()}
             outputs.append(fn(chunk).double().cpu().numpy())
-    width = batch["response_mask"].shape[1]
+    width = batch[RESPONSE_MASK].shape[1]
     return np.concatenate(outputs) if outputs else np.zeros((0, width))
 
 
@@ -229,10 +241,10 @@ def _gae(steps: Steps, config: Any) -> np.ndarray:
 
 def _reinforce_pp(steps: Steps, config: Any) -> np.ndarray:
     """REINFORCE++: discounted step returns on each step's last token, KL to the reference on every token."""
-    mask = steps.extras["token_batch"]["response_mask"]
+    mask = steps.extras["token_batch"][RESPONSE_MASK]
     kl = np.zeros(mask.shape)
     if config.kl_reward_coeff > 0:
-        old_logp = torch.as_tensor(steps.extras["token_batch"]["old_logp"], dtype=torch.float64)
+        old_logp = torch.as_tensor(steps.extras["token_batch"][ACTION_LOGP], dtype=torch.float64)
         ref_logp = torch.as_tensor(steps.extras[NEED_REF_LOGP])
         kl = kl_penalty(old_logp, ref_logp, config.kl_reward_estimator).numpy()
     step_returns = discounted_returns(steps.rewards, steps.episode_index, config.gamma)
@@ -336,7 +348,7 @@ class StepsToTokenBatch(ConnectorV2):
     def __call__(self, *, rl_module, batch, episodes, explore=None, shared_data=None, metrics=None, **kwargs):
         steps: Steps = shared_data[STEPS]
         columns = dict(token_batch(steps, _default_module(rl_module).tokenizer.pad_token_id))
-        columns["advantages"] = steps.advantages
+        columns[ADVANTAGES] = steps.advantages
         columns.update(steps.columns)
         batch[DEFAULT_MODULE_ID] = columns
         return batch

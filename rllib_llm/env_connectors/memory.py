@@ -20,9 +20,7 @@ from typing import Any, NamedTuple
 
 from ray.rllib.connectors.connector_v2 import ConnectorV2
 
-#: Batch keys the memories write (one entry per episode, in order) and the prompt builder reads.
-MEMORY = "memory"
-HISTORY_LENGTH = "history_length"
+from rllib_llm.columns import HISTORY_LENGTH, MEMORY
 
 INVALID_ACTION = "(invalid)"
 
@@ -114,7 +112,7 @@ class Memory(ConnectorV2):
 
     def state_of(self, episode: Any) -> Any:
         """Brings this episode's memory up to date with its completed steps and returns the state."""
-        from rllib_llm.env_runner import ENV_REWARD, RESPONSE_TEXT  # lazy: env_runner imports this package
+        from rllib_llm.columns import ENV_REWARD, RESPONSE_TEXT
 
         record = episode.custom_data.get(self._key)
         if record is None:

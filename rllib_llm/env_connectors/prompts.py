@@ -20,23 +20,22 @@ from typing import Any
 
 from ray.rllib.connectors.connector_v2 import ConnectorV2
 
-from rllib_llm.env_connectors.memory import HISTORY_LENGTH, MEMORY, observation_text
+from rllib_llm.columns import (
+    FEW_SHOT_KEY,
+    HISTORY_LENGTH,
+    IMAGES,
+    MEMORY,
+    PROMPT_IDS,
+    PROMPT_TEXT,
+    RESPONSE_PREFIX_KEY,
+    TASK_KEY,
+    TEMPLATE_KEY,
+)
+from rllib_llm.env_connectors.memory import observation_text
 from rllib_llm.env_connectors.templates import THINK_ACTION_FORMAT, PromptTemplate, resolve_template
+from rllib_llm.metrics import NUM_PROMPTS_TRUNCATED
 
 logger = logging.getLogger(__name__)
-
-PROMPT_IDS = "prompt_ids"
-PROMPT_TEXT = "prompt_text"
-IMAGES = "images"
-#: Metric: prompts the token budget cut (summed over a rollout).
-NUM_PROMPTS_TRUNCATED = "num_prompts_truncated"
-
-#: Keys of ``episode.custom_data`` the env runner fills at reset from the env (or the config).
-TEMPLATE_KEY = "prompt_template"
-TASK_KEY = "task_description"
-FEW_SHOT_KEY = "few_shot"
-#: ``episode.custom_data`` key of the text the reply starts with (prefilled after the generation prompt).
-RESPONSE_PREFIX_KEY = "response_prefix"
 
 DEFAULT_SYSTEM_PROMPT = "You are an agent acting in an environment. Answer with an action in <action></action> tags."
 OMITTED = "(earlier history omitted)\n"

@@ -45,27 +45,11 @@ from rllib_llm.generation.static import (
     sliding_window,
     unsupported_reason,
 )
+from rllib_llm.token_forward import left_pad, position_ids_from_mask, prefill_shared_prefix
 
 logger = logging.getLogger(__name__)
 
 _AUTO = "auto"
-
-
-def left_pad(prompts: list[list[int]], pad_id: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-    """Left-pads token lists into (input_ids, attention_mask)."""
-    width = max(len(p) for p in prompts)
-    ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(prompts), width), dtype=torch.long)
-    for row, prompt in enumerate(prompts):
-        if prompt:
-            ids[row, width - len(prompt) :] = torch.tensor(prompt, dtype=torch.long)
-            mask[row, width - len(prompt) :] = 1
-    return ids.to(device), mask.to(device)
-
-
-def position_ids_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
-    """Positions that start at 0 on each row's first real token (left padding gets 0)."""
-    return (attention_mask.cumsum(-1) - 1).clamp(min=0)
 
 
 def sample_next(
@@ -324,17 +308,9 @@ class HFBackend(GenerationBackend):
         prefix = shared_prefix_length(prompts) if len(prompts) > 1 else 0
         prefix = min(prefix, min(len(p) for p in prompts) - 1)  # every row keeps a token to prefill
         if prefix >= MIN_SHARED_PREFIX:
-            self.model(
-                input_ids=torch.tensor([prompts[0][:prefix]], device=self.device),
-                use_cache=True,
-                logits_to_keep=1,
-                **{self.cache_kw: cache},
+            input_ids, attention_mask, position_ids = prefill_shared_prefix(
+                self.model, prompts, prefix, self.pad_id, self.device, cache, self.cache_kw
             )
-            cache.batch_repeat_interleave(len(prompts))
-            rest_ids, rest_mask = left_pad([p[prefix:] for p in prompts], self.pad_id, self.device)
-            attention_mask = torch.cat([rest_mask.new_ones((len(prompts), prefix)), rest_mask], dim=-1)
-            position_ids = position_ids_from_mask(attention_mask)[:, prefix:]
-            input_ids = rest_ids
             self.stats["shared_prefix_tokens"] += prefix
         else:
             input_ids, attention_mask = left_pad(prompts, self.pad_id, self.device)

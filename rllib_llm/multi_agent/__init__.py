@@ -3,6 +3,7 @@ LLMRLModules by ``policy_mapping_fn``, one batched generate per module per step,
 advantages (Dr. MAS). See notes/multi_agent.md.
 """
 
+from rllib_llm.metrics import rollout_stats
 from rllib_llm.multi_agent.algorithm import LLMMultiAgentAlgorithm, MultiAgentGiGPO, MultiAgentGRPO
 from rllib_llm.multi_agent.config import (
     AgentToModule,
@@ -11,7 +12,7 @@ from rllib_llm.multi_agent.config import (
     MultiAgentLLMConfig,
     llm_module_spec,
 )
-from rllib_llm.multi_agent.env_runner import LLMMultiAgentEnvRunner, rollout_stats
+from rllib_llm.multi_agent.env_runner import LLMMultiAgentEnvRunner
 from rllib_llm.multi_agent.learner_connectors import (
     ComputeAgentAdvantages,
     FlattenAgentSteps,

@@ -18,109 +18,40 @@ from __future__ import annotations
 
 import inspect
 import logging
-import math
 import time
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import gymnasium as gym
-import numpy as np
 from ray.rllib.connectors.env_to_module import EnvToModulePipeline
-from ray.rllib.core import COMPONENT_RL_MODULE
 from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec
 from ray.rllib.env import INPUT_ENV_SINGLE_SPACES, INPUT_ENV_SPACES
-from ray.rllib.env.env_runner import EnvRunner
 from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
-from ray.rllib.utils.checkpoints import Checkpointable
-from ray.rllib.utils.framework import get_device
 
 from rllib_llm.action_parsing import parse_action
-from rllib_llm.env_connectors.memory import INVALID_ACTION
-from rllib_llm.env_connectors.prompts import PROMPT_IDS
-from rllib_llm.env_runner import (
+from rllib_llm.columns import (
+    ACTION_LOGP,
+    AGENT_ID,
     ANCHOR,
     ENV_REWARD,
+    FINISH_REASON,
     GROUP_ID,
-    NUM_ENV_FAULTS,
-    NUM_ENV_STEPS,
-    NUM_ENV_STEPS_LIFETIME,
-    OLD_LOGP,
+    INFO_ACTION_VALID,
     PROMPT,
+    PROMPT_IDS,
     RESPONSE,
     RESPONSE_TEXT,
     SEED,
-    TOKENS_PER_S,
     VALID,
-    LLMEnvRunner,
-    anchor_of,
-    begin_group_rollout,
-    module_weights,
-    prompt_fields,
 )
+from rllib_llm.env_connectors.memory import INVALID_ACTION
 from rllib_llm.generation import SamplingParams, make_backend
+from rllib_llm.group_env_runner import GroupEnvRunner, RolloutCounters, anchor_of, prompt_fields, reward_penalty
 from rllib_llm.multi_agent.envs.base import agent_prompt_template, agent_task_description
 from rllib_llm.multi_agent.pettingzoo_adapter import ALL, PettingZooAdapter, Transition, make_multi_agent_env
 
 logger = logging.getLogger(__name__)
-
-#: custom_data key of an agent episode: its agent id (also on ``SingleAgentEpisode.agent_id``).
-AGENT_ID = "agent_id"
-#: Metric: generate calls in the last rollout (one per module per step at most).
-NUM_GENERATE_CALLS = "num_generate_calls"
-
-
-def agent_metric_key(agent_id: str) -> str:
-    """The result-dict key of an agent's metrics: ``env_runners/agent_<id>/...``."""
-    return f"agent_{agent_id}"
-
-
-def _mean(values: list, empty: float = 0.0) -> float:
-    return float(np.mean(values)) if len(values) else empty
-
-
-def _won(episode: Any) -> bool:
-    return bool((episode.get_infos(-1) or {}).get("won", False))
-
-
-def rollout_stats(episodes: list[MultiAgentEpisode], agents: Sequence[str] = ()) -> dict[str, Any]:
-    """Success, validity, return and length means, overall and per agent (``agent_<id>`` sub-dicts).
-
-    An episode succeeds when any agent ends it with ``won``; its return is the sum of its agents' returns.
-    Every agent of ``agents`` gets a sub-dict even when it never acted (NaN means: the progress table
-    prints ``-``), so per-agent columns exist from the first iteration on.
-    """
-    per_agent: dict[str, list] = defaultdict(list, {a: [] for a in agents})
-    for episode in episodes:
-        for agent_id, agent_episode in episode.agent_episodes.items():
-            if len(agent_episode):
-                per_agent[agent_id].append(agent_episode)
-    all_agent_episodes = [ep for eps in per_agent.values() for ep in eps]
-
-    def summary(agent_episodes: list, empty: float = 0.0) -> dict[str, float]:
-        valid = [v for ep in agent_episodes for v in ep.get_extra_model_outputs(VALID)]
-        return {
-            "success_rate": _mean([_won(ep) for ep in agent_episodes], empty),
-            "valid_action_rate": _mean(valid, empty),
-            "episode_return_mean": _mean([ep.get_return() for ep in agent_episodes], empty),
-            "episode_len_mean": _mean([len(ep) for ep in agent_episodes], empty),
-            "response_length_mean": _mean(
-                [len(r) for ep in agent_episodes for r in ep.get_extra_model_outputs(RESPONSE)], empty
-            ),
-        }
-
-    stats: dict[str, Any] = {
-        "num_episodes": len(episodes),
-        "success_rate": _mean([any(_won(ep) for ep in e.agent_episodes.values()) for e in episodes]),
-        "valid_action_rate": summary(all_agent_episodes)["valid_action_rate"],
-        "episode_return_mean": _mean([e.get_return() for e in episodes]),
-        "episode_len_mean": _mean([len(e) for e in episodes]),
-        "response_length_mean": summary(all_agent_episodes)["response_length_mean"],
-        "prompt_length_mean": _mean([len(p) for ep in all_agent_episodes for p in ep.get_extra_model_outputs(PROMPT)]),
-    }
-    for agent_id in sorted(per_agent, key=str):
-        stats[agent_metric_key(agent_id)] = summary(per_agent[agent_id], empty=math.nan)
-    return stats
 
 
 class EpisodeMapping:
@@ -140,16 +71,13 @@ class EpisodeMapping:
         return self.fn(agent_id, episode, worker=None) if self.pass_worker else self.fn(agent_id, episode)
 
 
-class LLMMultiAgentEnvRunner(EnvRunner, Checkpointable):
-    """EnvRunner for multi-agent LLM systems (see module docstring). Configured by a MultiAgentLLMConfig."""
+class LLMMultiAgentEnvRunner(GroupEnvRunner):
+    """EnvRunner for multi-agent LLM systems (see module docstring). Configured by a MultiAgentLLMConfig.
+    Its env slots are :class:`PettingZooAdapter`s (``self.adapters``); env faults are handled as in the
+    single-agent runner (timeouts, reset retries, a failed step truncating its episode)."""
 
     def __init__(self, *, config, **kwargs: Any) -> None:
         super().__init__(config=config, **kwargs)
-        self._rng = np.random.default_rng(self._seed)
-        self._num_rollouts = 0
-        self.adapters: list[PettingZooAdapter] = []
-        self.make_env()
-        self.make_module()
         self._mapping = EpisodeMapping(self.config.policy_mapping_fn)
         self._pipelines: dict[str, EnvToModulePipeline] = {}
         self.backends = {
@@ -161,18 +89,22 @@ class LLMMultiAgentEnvRunner(EnvRunner, Checkpointable):
             )
             for module_id in self.module.keys()
         }
-        self.sampling = SamplingParams.from_dict(self.config.sampling)
 
     # --- construction --------------------------------------------------------------------------------
 
-    def _new_adapter(self) -> PettingZooAdapter:
+    @property
+    def adapters(self) -> list[PettingZooAdapter]:
+        """The env slots: one PettingZoo env each, behind the adapter that plays AEC and parallel envs alike."""
+        return self.envs
+
+    def _new_env(self) -> PettingZooAdapter:
         return PettingZooAdapter(make_multi_agent_env(self.config.env, self.config.env_config))
 
-    def make_env(self) -> None:
-        for adapter in self.adapters:
-            adapter.close()
-        self.adapters = [self._new_adapter() for _ in range(self.config.num_groups * self.config.group_size)]
-        self.env = self.adapters[0].env
+    def _env_of(self, slot: PettingZooAdapter) -> Any:
+        return slot.env
+
+    def _reset_slot(self, slot: PettingZooAdapter, seed: int) -> tuple[dict, dict]:
+        return slot.reset(seed)
 
     def module_ids(self) -> list[str]:
         """Module ids of the config: ``policies`` plus those of a MultiRLModuleSpec."""
@@ -195,14 +127,13 @@ class LLMMultiAgentEnvRunner(EnvRunner, Checkpointable):
         }
 
     def make_module(self) -> None:
-        """The inference-only MultiRLModule, each module on RLlib's device for ``num_gpus_per_env_runner`` and
-        in its model's ``inference_dtype``, as the single-agent runner (backends run where their module is)."""
+        """The inference-only MultiRLModule, each module on RLlib's device and in its model's
+        ``inference_dtype``, as the single-agent runner (backends run where their module is)."""
         spec = self.config.get_multi_rl_module_spec(spaces=self.get_spaces(), inference_only=True)
         self.module = spec.build()
-        device = get_device(self.config, self.config.num_gpus_per_env_runner)
         for module_id in self.module.keys():
             module = self.module[module_id]
-            module.to(device=device, dtype=module.spec.inference_torch_dtype)
+            module.to(device=self.module_device(), dtype=module.spec.inference_torch_dtype)
 
     def pipeline(self, agent_id: str) -> EnvToModulePipeline:
         """The agent's env-to-module pipeline: ``agent_env_to_module[agent_id]`` or the config's default
@@ -218,47 +149,27 @@ class LLMMultiAgentEnvRunner(EnvRunner, Checkpointable):
             )
         return self._pipelines[agent_id]
 
-    def assert_healthy(self) -> None:
-        assert self.adapters and self.module is not None, "LLMMultiAgentEnvRunner has no envs or no module."
+    def _modules(self) -> dict[str, Any]:
+        return {module_id: self.module[module_id] for module_id in self.module.keys()}
+
+    def _sync_module(self, module_id: str, state: dict) -> None:
+        self.module[module_id].set_state(state)
+        self.backends[module_id].update_weights(state)
+
+    def _module_state(self, components: Any) -> dict[str, dict]:
+        """Trainable weights per module: all modules for ``rl_module``, the named ones for
+        ``rl_module/<id>`` entries."""
+        named = [c.split("/", 1)[1] for c in _as_list(components) if c.startswith("rl_module/")]
+        wanted = [m for m in self.module.keys() if not named or m in named]
+        return {m: self.module[m].get_state(inference_only=True) for m in wanted}
+
+    def _agent_ids(self) -> list[str]:
+        return list(self.env.possible_agents)
 
     # --- episodes ------------------------------------------------------------------------------------
 
-    def _ensure_envs(self, count: int) -> None:
-        while len(self.adapters) < count:
-            self.adapters.append(self._new_adapter())
-
-    def _reset(self, index: int, seed: int) -> tuple[dict, dict]:
-        try:
-            return self.adapters[index].reset(seed)
-        except Exception:
-            if not self.config.restart_failed_sub_environments:
-                raise
-            logger.exception("Env %d failed in reset; recreating it.", index)
-            self.metrics.log_value(NUM_ENV_FAULTS, 1, reduce="sum")
-            self.adapters[index] = self._new_adapter()
-            return self.adapters[index].reset(seed)
-
-    def _step(self, index: int, episode: MultiAgentEpisode, actions: dict[str, Any]) -> Transition:
-        """The env's transition; an env exception truncates the episode (with each agent's last observation)."""
-        try:
-            return self.adapters[index].step(actions)
-        except Exception as e:
-            if not self.config.restart_failed_sub_environments:
-                raise
-            logger.exception("Env %d failed in step; recreating it and truncating its episode.", index)
-            self.metrics.log_value(NUM_ENV_FAULTS, 1, reduce="sum")
-            self.adapters[index] = self._new_adapter()
-            error = {"is_action_valid": False, "won": False, "env_error": repr(e)}
-            observations = {a: ep.get_observations(-1) for a, ep in episode.agent_episodes.items() if not ep.is_done}
-            return Transition(
-                observations=observations,
-                rewards=dict.fromkeys(actions, 0.0),
-                truncateds={**dict.fromkeys(observations, True), ALL: True},
-                infos={a: dict(error) for a in observations},
-            )
-
-    def _start_episode(self, index: int, seed: int, group_id: str) -> MultiAgentEpisode:
-        observations, infos = self._reset(index, seed)
+    def _new_episode(self, index: int, seed: int, group_id: str, reset: tuple[dict, dict], faults: int):
+        observations, infos = reset
         env = self.adapters[index].env
         agents = list(env.possible_agents)
         episode = MultiAgentEpisode(
@@ -289,43 +200,31 @@ class LLMMultiAgentEnvRunner(EnvRunner, Checkpointable):
 
     # --- sampling ------------------------------------------------------------------------------------
 
-    def sample(
-        self,
-        *,
-        seeds: list[int] | None = None,
-        explore: bool = True,
-        sampling: dict[str, Any] | None = None,
-        group_size: int | None = None,
-        record_metrics: bool = True,
-        **kwargs: Any,
-    ) -> list[MultiAgentEpisode]:
-        """One group rollout (same arguments as :meth:`LLMEnvRunner.sample`)."""
-        params, episodes = begin_group_rollout(self, seeds, explore, sampling, group_size)
-        generated, t_gen, calls = 0, 0.0, 0
+    def _play(self, episodes: list[MultiAgentEpisode], params: SamplingParams, explore: bool) -> RolloutCounters:
+        """Lock-step play: the agents to act in every live env, their prompts, one generate call per
+        module, then each env's joint step."""
+        counters = RolloutCounters()
         for step in range(self.config.max_episode_steps):
             requests = [
                 (i, a) for i, ep in enumerate(episodes) if not ep.is_done for a in self.adapters[i].agents_to_act()
             ]
             if not requests:
                 break
-            outputs, prompts, num_calls, seconds = self._generate(episodes, requests, params, explore)
-            t_gen += seconds
-            calls += num_calls
-            generated += sum(len(out.token_ids) for out in outputs.values())
+            outputs, prompts = self._generate(episodes, requests, params, explore, counters)
+            counters.generated_tokens += sum(len(out.token_ids) for out in outputs.values())
             by_env: dict[int, list[str]] = defaultdict(list)
             for i, agent_id in requests:
                 by_env[i].append(agent_id)
             for i, agent_ids in by_env.items():
-                self._env_step(
+                self._joint_step(
                     i, episodes[i], agent_ids, outputs, prompts, last=step == self.config.max_episode_steps - 1
                 )
-        if record_metrics:
-            self._log_rollout_metrics(episodes, generated, t_gen, calls)
-        return episodes
+                self._episode_callback("on_episode_step", i, episodes[i])
+        return counters
 
-    def _generate(self, episodes, requests, params, explore) -> tuple[dict, dict, int, float]:
+    def _generate(self, episodes, requests, params, explore, counters: RolloutCounters) -> tuple[dict, dict]:
         """Prompts by each agent's pipeline, then one generate call per module: ({(env, agent): output},
-        {(env, agent): prompt ids}, number of generate calls, seconds spent generating)."""
+        {(env, agent): prompt ids}); the calls and their seconds go to ``counters``."""
         by_key: dict[tuple[str, str], list[int]] = defaultdict(list)
         for i, agent_id in requests:
             module_id = episodes[i].module_for(agent_id)
@@ -354,9 +253,11 @@ class LLMMultiAgentEnvRunner(EnvRunner, Checkpointable):
         for module_id, keys in per_module.items():
             results = self.backends[module_id].generate([prompts[k] for k in keys], params)
             outputs.update(zip(keys, results, strict=True))
-        return outputs, prompts, len(per_module), time.perf_counter() - start
+        counters.generate_seconds += time.perf_counter() - start
+        counters.generate_calls += len(per_module)
+        return outputs, prompts
 
-    def _env_step(
+    def _joint_step(
         self, i: int, episode: MultiAgentEpisode, agent_ids: list[str], outputs, prompts, *, last: bool
     ) -> None:
         env = self.adapters[i].env
@@ -371,22 +272,22 @@ class LLMMultiAgentEnvRunner(EnvRunner, Checkpointable):
             extra[agent_id] = {
                 PROMPT: prompts[(i, agent_id)],
                 RESPONSE: out.token_ids,
-                OLD_LOGP: out.logprobs,
+                ACTION_LOGP: out.logprobs,
                 RESPONSE_TEXT: out.text,
                 ANCHOR: anchor_of(agent_episode.get_observations(-1), agent_episode.get_infos(-1) or {}),
+                FINISH_REASON: out.finish_reason,
             }
-        transition = self._step(i, episode, actions)
+        transition = self._transition(i, episode, actions)
         rewards = {
             a: r
             for a, r in transition.rewards.items()
             if not (a in episode.agent_episodes and episode.agent_episodes[a].is_done)
         }
-        penalty = self.config.invalid_action_penalty
         for agent_id in agent_ids:
             info = transition.infos.get(agent_id, {})
-            valid = bool(info.get("is_action_valid", actions[agent_id] is not None)) and actions[agent_id] is not None
+            valid = bool(info.get(INFO_ACTION_VALID, actions[agent_id] is not None)) and actions[agent_id] is not None
             env_reward = float(rewards.get(agent_id, 0.0))
-            rewards[agent_id] = env_reward - (0.0 if valid else penalty)
+            rewards[agent_id] = env_reward - reward_penalty(self.config, valid)
             extra[agent_id].update({VALID: valid, ENV_REWARD: env_reward})
         if last and not transition.done:
             self._truncate(i, episode, transition)
@@ -402,6 +303,20 @@ class LLMMultiAgentEnvRunner(EnvRunner, Checkpointable):
         )
         self._complete_env_rewards(episode, lengths)
 
+    def _transition(self, i: int, episode: MultiAgentEpisode, actions: dict[str, Any]) -> Transition:
+        """The env's transition; an env failure truncates the episode (each live agent keeps its last
+        observation, gets reward 0 and the error in its info)."""
+        transition, error = self._env_step(i, episode, actions)
+        if error is None:
+            return transition
+        observations = {a: ep.get_observations(-1) for a, ep in episode.agent_episodes.items() if not ep.is_done}
+        return Transition(
+            observations=observations,
+            rewards=dict.fromkeys(actions, 0.0),
+            truncateds={**dict.fromkeys(observations, True), ALL: True},
+            infos={a: self._step_failure_info(error) for a in observations},
+        )
+
     def _truncate(self, i: int, episode: MultiAgentEpisode, transition: Transition) -> None:
         """The step limit: every agent still in the episode gets a last observation and is truncated."""
         adapter = self.adapters[i]
@@ -416,76 +331,12 @@ class LLMMultiAgentEnvRunner(EnvRunner, Checkpointable):
     def _complete_env_rewards(self, episode: MultiAgentEpisode, lengths: dict[str, int]) -> None:
         """A turn-based agent's step completes when its next turn comes, with rewards paid in between
         (e.g. the loser's -1): make its ``env_reward`` the whole step reward, minus the penalty part."""
-        penalty = self.config.invalid_action_penalty
         for agent_id, agent_episode in episode.agent_episodes.items():
             if len(agent_episode) > lengths.get(agent_id, 0):
                 valid = agent_episode.get_extra_model_outputs(VALID, -1)
-                reward = agent_episode.get_rewards(-1) + (0.0 if valid else penalty)
+                reward = agent_episode.get_rewards(-1) + reward_penalty(self.config, valid)
                 agent_episode.set_extra_model_outputs(key=ENV_REWARD, new_data=reward, at_indices=-1)
-
-    def _log_rollout_metrics(self, episodes: list[MultiAgentEpisode], generated: int, t_gen: float, calls: int) -> None:
-        steps = sum(len(ep) for ep in episodes)
-        self.num_env_steps_sampled_lifetime += steps
-        for key, value in rollout_stats(episodes, self.env.possible_agents).items():
-            if isinstance(value, dict):
-                for name, v in value.items():
-                    self.metrics.log_value((key, name), v, window=1)
-            elif key != "num_episodes":
-                self.metrics.log_value(key, value, window=1)
-        self.metrics.log_value(TOKENS_PER_S, generated / t_gen if t_gen > 0 else 0.0, window=1)
-        self.metrics.log_value(NUM_GENERATE_CALLS, calls, window=1)
-        self.metrics.log_value(NUM_ENV_STEPS, steps, reduce="sum")
-        self.metrics.log_value(NUM_ENV_STEPS_LIFETIME, steps, reduce="lifetime_sum")
-
-    def get_metrics(self) -> dict:
-        return self.metrics.reduce()
-
-    # --- state (weights) -----------------------------------------------------------------------------
-
-    def get_state(self, components=None, *, not_components=None, **kwargs: Any) -> dict:
-        """Counters and the seed RNG; module weights (trainable ones, per module) only when asked for."""
-        state: dict[str, Any] = {
-            NUM_ENV_STEPS_LIFETIME: self.num_env_steps_sampled_lifetime,
-            "rng": self._rng.bit_generator.state,
-            "num_rollouts": self._num_rollouts,
-        }
-        if components is not None and LLMEnvRunner._check_component(
-            COMPONENT_RL_MODULE, _top_level(components), not_components
-        ):
-            wanted = _module_ids_in(components, list(self.module.keys()))
-            state[COMPONENT_RL_MODULE] = {m: self.module[m].get_state(inference_only=True) for m in wanted}
-        return state
-
-    def set_state(self, state: dict) -> None:
-        for module_id, module_state in (module_weights(state) or {}).items():
-            if module_id in self.backends:
-                self.module[module_id].set_state(module_state)
-                self.backends[module_id].update_weights(module_state)
-        self.num_env_steps_sampled_lifetime = state.get(NUM_ENV_STEPS_LIFETIME, self.num_env_steps_sampled_lifetime)
-        if "rng" in state:
-            self._rng.bit_generator.state = state["rng"]
-        self._num_rollouts = state.get("num_rollouts", self._num_rollouts)
-
-    def get_ctor_args_and_kwargs(self):
-        return (), {"config": self.config}
-
-    def get_checkpointable_components(self):
-        return []
-
-    def stop(self) -> None:
-        for adapter in self.adapters:
-            adapter.close()
 
 
 def _as_list(components) -> list[str]:
     return [components] if isinstance(components, str) else list(components or ())
-
-
-def _top_level(components) -> list[str]:
-    return [c.split("/", 1)[0] for c in _as_list(components)]
-
-
-def _module_ids_in(components, module_ids: list[str]) -> list[str]:
-    """``rl_module`` -> all modules; ``rl_module/<id>`` entries -> those modules."""
-    named = [c.split("/", 1)[1] for c in _as_list(components) if c.startswith(COMPONENT_RL_MODULE + "/")]
-    return [m for m in module_ids if m in named] if named else module_ids

@@ -29,26 +29,14 @@ from rllib_llm.algorithms.learner_connectors import (
     flatten_episodes,
     token_batch,
 )
-from rllib_llm.env_runner import GROUP_ID
+from rllib_llm.columns import ADVANTAGES, GROUP_ID
+from rllib_llm.metrics import agent_episodes
 
 #: Steps.extras key: the module id of every step.
 MODULE_IDS = "module_ids"
 #: Steps.extras key: the agent id of every step.
 AGENT_IDS = "agent_ids"
 ADVANTAGE_GROUPINGS = ("agent", "group")
-
-
-def agent_episodes(episodes: list) -> list:
-    """The non-empty per-agent ``SingleAgentEpisode``s of multi-agent episodes, in a stable order (agents of
-    one episode sorted by id); single-agent episodes pass through."""
-    out = []
-    for episode in episodes:
-        agents = getattr(episode, "agent_episodes", None)
-        if agents is None:
-            out.append(episode)
-            continue
-        out.extend(agents[aid] for aid in sorted(agents, key=str) if len(agents[aid]) > 0)
-    return out
 
 
 def flatten_agent_episodes(episodes: list, grouping: str = "agent") -> Steps:
@@ -137,7 +125,7 @@ class StepsToModuleBatches(ConnectorV2):
                 )
             part = select_steps(steps, np.flatnonzero(module_ids == module_id))
             columns = dict(token_batch(part, rl_module[module_id].unwrapped().tokenizer.pad_token_id))
-            columns["advantages"] = part.advantages
+            columns[ADVANTAGES] = part.advantages
             columns.update(part.columns)
             batch[module_id] = columns
         return batch

@@ -20,8 +20,9 @@ from typing import Any
 import numpy as np
 
 from rllib_llm.env_connectors.prompts import ChatPromptBuilder
-from rllib_llm.env_runner import VALID, LLMEnvRunner, episode_success
+from rllib_llm.env_runner import LLMEnvRunner
 from rllib_llm.generation.base import GenerationBackend, GenerationOutput, SamplingParams, truncate_at_stop
+from rllib_llm.metrics import rollout_stats
 from rllib_llm.prompt_agent.client import APIError, ChatClient
 
 logger = logging.getLogger(__name__)
@@ -189,13 +190,8 @@ def evaluate_prompt_agent(
         episodes = runner.sample(seeds=seeds, explore=temperature is not None, sampling=sampling, group_size=1)
     finally:
         runner.stop()
-    valid = [v for ep in episodes for v in ep.get_extra_model_outputs(VALID)]
     stats = {
-        "num_episodes": len(episodes),
-        "success_rate": float(np.mean([episode_success(ep) for ep in episodes])),
-        "valid_action_rate": float(np.mean(valid)) if valid else 0.0,
-        "episode_return_mean": float(np.mean([ep.get_return() for ep in episodes])),
-        "episode_len_mean": float(np.mean([len(ep) for ep in episodes])),
+        **rollout_stats(episodes),
         "api_requests": client.stats["requests"],
         "api_retries": client.stats["retries"],
         "api_failures": client.stats["failures"],

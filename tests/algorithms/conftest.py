@@ -13,7 +13,7 @@ from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 
 from rllib_llm.algorithms.learner_connectors import STEPS, Steps
-from rllib_llm.env_runner import ANCHOR, GROUP_ID, OLD_LOGP, PROMPT, RESPONSE
+from rllib_llm.columns import ACTION_LOGP, ANCHOR, GROUP_ID, PROMPT, RESPONSE
 
 TUNED_EXAMPLES = Path(__file__).resolve().parents[2] / "tuned_examples"
 
@@ -38,7 +38,7 @@ def make_episode(
             extra_model_outputs={
                 PROMPT: list(prompt) + [60 + t],
                 RESPONSE: response,
-                OLD_LOGP: [-1.0 - 0.1 * j for j in range(len(response))],
+                ACTION_LOGP: [-1.0 - 0.1 * j for j in range(len(response))],
                 ANCHOR: anchors[t] if anchors is not None else t,
             },
         )

@@ -94,7 +94,7 @@ def test_the_row_mode_reaches_the_estimators_through_the_steps_valid_column():
     from types import SimpleNamespace
 
     from rllib_llm.algorithms.learner_connectors import ADVANTAGE_ESTIMATORS, Steps
-    from rllib_llm.env_runner import VALID
+    from rllib_llm.columns import VALID
 
     steps = Steps(rewards=np.array([0.0, 1.0, 0.0]), episode_index=np.array([0, 0, 1]), group_index=np.zeros(3, int),
                   anchor_index=np.array([0, 1, 0]), prompts=[[1]] * 3, responses=[[1]] * 3, old_logp=[[0.0]] * 3,

@@ -101,7 +101,7 @@ def test_the_row_penalty_mode_needs_row_statistics_and_a_group_estimator():
 def test_the_env_runner_keeps_the_penalty_out_of_the_reward_in_row_mode():
     from types import SimpleNamespace
 
-    from rllib_llm.env_runner import reward_penalty
+    from rllib_llm.group_env_runner import reward_penalty
 
     reward_mode = SimpleNamespace(invalid_action_penalty=0.1, invalid_action_penalty_mode="reward")
     row_mode = SimpleNamespace(invalid_action_penalty=0.1, invalid_action_penalty_mode="row")

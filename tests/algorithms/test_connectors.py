@@ -14,7 +14,8 @@ from rllib_llm.algorithms.advantages import (
     gae_advantages,
     reinforce_pp_advantages,
 )
-from rllib_llm.algorithms.learner_connectors import OLD_VALUES, STEPS, VALUE_TARGETS, overlong_penalty
+from rllib_llm.algorithms.learner_connectors import STEPS, overlong_penalty
+from rllib_llm.columns import OLD_VALUES, VALUE_TARGETS
 from rllib_llm.multi_agent import MultiAgentGRPOConfig
 from tests.algorithms.conftest import make_episode, run_learner_connector, tiny_module
 
@@ -75,7 +76,7 @@ def test_reinforce_pp_connector_folds_the_reference_kl_into_token_rewards(module
     config = tiny(ReinforcePlusPlusConfig, kl_reward_coeff=0.1, gamma=0.9)
     batch, steps = run_learner_connector(config, module, two_groups())
     tensors = {k: torch.as_tensor(v) for k, v in steps.extras["token_batch"].items()}
-    kl = (tensors["old_logp"].double() - module.reference_logprobs(tensors).double()).numpy()  # k1
+    kl = (tensors["action_logp"].double() - module.reference_logprobs(tensors).double()).numpy()  # k1
     expected, _ = reinforce_pp_advantages(
         discounted_returns(steps.rewards, steps.episode_index, 0.9), kl, batch["response_mask"], 0.1
     )

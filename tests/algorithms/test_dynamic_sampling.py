@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 
 from rllib_llm.algorithms.dynamic_sampling import DynamicSamplingMixin, dynamic_sample, group_episodes, is_informative
-from rllib_llm.env_runner import GROUP_ID
+from rllib_llm.columns import GROUP_ID
 from tests.algorithms.conftest import make_episode
 
 

@@ -9,7 +9,7 @@ import pytest
 from ray.rllib.connectors.connector_v2 import ConnectorV2
 
 from rllib_llm.algorithms.sharding import group_shards, learner_update_data, max_module_steps
-from rllib_llm.env_runner import GROUP_ID
+from rllib_llm.columns import GROUP_ID
 from tests.algorithms.conftest import make_episode
 from tests.conftest import tiny_config
 

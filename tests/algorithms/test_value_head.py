@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from rllib_llm.rl_module import ENTROPY, LOGP, VALUES, LLMRLModule
+from rllib_llm.columns import ENTROPY, LOGP, VALUES
+from rllib_llm.rl_module import LLMRLModule
 from tests.algorithms.conftest import tiny_module
 
 
@@ -28,7 +29,7 @@ def test_values_are_the_head_on_the_last_hidden_state_before_each_response_token
     b = batch()
     out = module.forward_train(b)
     assert set(out) == {LOGP, ENTROPY, VALUES} and out[VALUES].shape == (2, 3)
-    from rllib_llm.generation.hf import position_ids_from_mask
+    from rllib_llm.token_forward import position_ids_from_mask
 
     hidden = module.model(
         input_ids=b["input_ids"], attention_mask=b["attention_mask"],

@@ -97,8 +97,9 @@ def test_api_prompts_are_the_training_prompts():
     """Step 1's messages, run through the tiny model's chat template, are the ids the training EnvRunner
     generates from on the same seed (same template, few-shot pair, memory and system prompt)."""
     from rllib_llm.cli import load_tuned_example
+    from rllib_llm.columns import PROMPT
     from rllib_llm.env_connectors import encode_chat
-    from rllib_llm.env_runner import PROMPT, LLMEnvRunner
+    from rllib_llm.env_runner import LLMEnvRunner
 
     config = load_tuned_example("tests/fixtures/tiny_numberline.py")[0].group_rollouts(max_episode_steps=1)
     trainer = LLMEnvRunner(config=config)
@@ -156,8 +157,8 @@ def test_failed_requests_become_invalid_actions_not_a_crash():
 def test_image_observations_are_sent_as_image_url_parts():
     from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 
+    from rllib_llm.columns import FEW_SHOT_KEY, TASK_KEY, TEMPLATE_KEY
     from rllib_llm.env_connectors import ChatPromptBuilder
-    from rllib_llm.env_connectors.prompts import FEW_SHOT_KEY, TASK_KEY, TEMPLATE_KEY
 
     builder = messages_output(ChatPromptBuilder(template="{current_observation}", multimodal=True))
     assert isinstance(builder, ChatPromptBuilder) and builder.system_prompt is None

@@ -10,8 +10,7 @@ import pytest
 from ray.rllib.connectors.env_to_module import EnvToModulePipeline
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 
-from rllib_llm.env_connectors.prompts import FEW_SHOT_KEY, PROMPT_IDS, TASK_KEY, TEMPLATE_KEY
-from rllib_llm.env_runner import ENV_REWARD, RESPONSE_TEXT
+from rllib_llm.columns import ENV_REWARD, FEW_SHOT_KEY, PROMPT_IDS, RESPONSE_TEXT, TASK_KEY, TEMPLATE_KEY
 from rllib_llm.models import load_tokenizer
 
 

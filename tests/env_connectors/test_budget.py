@@ -7,8 +7,10 @@ import logging
 import pytest
 from ray.rllib.utils.metrics.metrics_logger import MetricsLogger
 
+from rllib_llm.columns import PROMPT_IDS, PROMPT_TEXT
 from rllib_llm.env_connectors import ChatPromptBuilder, FullHistoryMemory, TruncatePrompt
-from rllib_llm.env_connectors.prompts import NUM_PROMPTS_TRUNCATED, OMITTED, PROMPT_IDS, PROMPT_TEXT, truncate_ids
+from rllib_llm.env_connectors.prompts import OMITTED, truncate_ids
+from rllib_llm.metrics import NUM_PROMPTS_TRUNCATED
 from tests.env_connectors.conftest import add_step, call, new_episode, pipeline
 
 LOGGER = "rllib_llm.env_connectors.prompts"

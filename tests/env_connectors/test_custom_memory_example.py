@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from rllib_llm.cli import load_tuned_example
-from rllib_llm.env_runner import PROMPT, LLMEnvRunner
+from rllib_llm.columns import PROMPT
+from rllib_llm.env_runner import LLMEnvRunner
 
 EXAMPLE = Path(__file__).parents[2] / "tuned_examples" / "numberline_custom_memory.py"
 

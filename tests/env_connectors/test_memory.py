@@ -6,6 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from rllib_llm.columns import HISTORY_LENGTH, MEMORY
 from rllib_llm.env_connectors import (
     FullHistoryMemory,
     KeyEventMemory,
@@ -15,7 +16,6 @@ from rllib_llm.env_connectors import (
     SummaryMemory,
     extractive_summary,
 )
-from rllib_llm.env_connectors.memory import HISTORY_LENGTH, MEMORY
 from rllib_llm.generation import GenerationOutput
 from tests.env_connectors.conftest import add_step, call, new_episode, pipeline
 

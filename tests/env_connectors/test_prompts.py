@@ -7,6 +7,7 @@ import logging
 import numpy as np
 import pytest
 
+from rllib_llm.columns import IMAGES, PROMPT_IDS, PROMPT_TEXT
 from rllib_llm.env_connectors import (
     ACTION_ONLY_FORMAT,
     TEMPLATES,
@@ -16,7 +17,7 @@ from rllib_llm.env_connectors import (
     get_template,
     register_template,
 )
-from rllib_llm.env_connectors.prompts import DEFAULT_SYSTEM_PROMPT, IMAGES, PROMPT_IDS, PROMPT_TEXT
+from rllib_llm.env_connectors.prompts import DEFAULT_SYSTEM_PROMPT
 from rllib_llm.envs import make_env
 from rllib_llm.models import load_tokenizer
 from tests.env_connectors.conftest import add_step, call, new_episode, pipeline

@@ -231,7 +231,7 @@ def test_unknown_retriever_spec() -> None:
 def test_retrieve_requests_are_bounded_before_any_retrieval():
     import json
 
-    from rllib_llm.envs.search.server import (
+    from rllib_llm.envs.search.requests import (
         MAX_BODY_BYTES,
         MAX_QUERIES,
         MAX_QUERY_CHARS,

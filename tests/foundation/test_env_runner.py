@@ -1,22 +1,27 @@
 """The LLM EnvRunner: group resets, lock-step batched generation, per-step records."""
 
 from types import SimpleNamespace
+from typing import ClassVar
 
 import pytest
+from ray.rllib.callbacks.callbacks import RLlibCallback
 
-from rllib_llm.env_connectors.prompts import FEW_SHOT_KEY, RESPONSE_PREFIX_KEY, TASK_KEY, TEMPLATE_KEY
-from rllib_llm.env_runner import (
+from rllib_llm.columns import (
+    ACTION_LOGP,
     ANCHOR,
     ENV_REWARD,
+    FEW_SHOT_KEY,
     GROUP_ID,
-    OLD_LOGP,
     PROMPT,
     RESPONSE,
+    RESPONSE_PREFIX_KEY,
+    TASK_KEY,
+    TEMPLATE_KEY,
     VALID,
-    LLMEnvRunner,
-    prompt_fields,
 )
+from rllib_llm.env_runner import LLMEnvRunner
 from rllib_llm.generation import GenerationOutput
+from rllib_llm.group_env_runner import prompt_fields
 from tests.conftest import tiny_config
 
 
@@ -62,7 +67,7 @@ def test_one_batched_generate_per_step_and_records(runner):
     assert calls[0] == 6 and all(a >= b for a, b in zip(calls, calls[1:], strict=False))  # active envs only, shrinking
     for ep in episodes:
         n = len(ep)
-        for key in (PROMPT, RESPONSE, OLD_LOGP, ANCHOR, VALID, ENV_REWARD):
+        for key in (PROMPT, RESPONSE, ACTION_LOGP, ANCHOR, VALID, ENV_REWARD):
             assert len(ep.get_extra_model_outputs(key)) == n
         assert ep.is_done
     valid = [v for ep in episodes for v in ep.get_extra_model_outputs(VALID)]
@@ -172,3 +177,47 @@ def test_prompt_fields_take_few_shot_from_the_config_else_the_env_and_per_agent_
     per_agent = SimpleNamespace(few_shot={"solver": [("s", "r")]}, response_prefix="")
     assert prompt_fields(per_agent, env, "T", "", "solver")[FEW_SHOT_KEY] == [("s", "r")]
     assert prompt_fields(per_agent, env, "T", "", "verifier")[FEW_SHOT_KEY] == []
+
+
+class CountingCallback(RLlibCallback):
+    """Counts RLlib's sampling callbacks (class-level: RLlib builds its own instance from the class)."""
+
+    calls: ClassVar[dict] = {}
+
+    def _count(self, name, **kwargs):
+        CountingCallback.calls[name] = CountingCallback.calls.get(name, 0) + 1
+
+    def on_episode_start(self, *, episode, env_runner, env_index, rl_module, **kwargs):
+        assert env_runner.envs[env_index] is not None and rl_module is env_runner.module and len(episode) == 0
+        self._count("on_episode_start")
+
+    def on_episode_step(self, *, episode, metrics_logger, **kwargs):
+        metrics_logger.log_value("steps_seen_by_callback", 1, reduce="sum")
+        self._count("on_episode_step")
+
+    def on_episode_end(self, *, episode, **kwargs):
+        assert episode.is_done
+        self._count("on_episode_end")
+
+    def on_sample_end(self, *, samples, **kwargs):
+        CountingCallback.calls["samples"] = len(samples)
+        self._count("on_sample_end")
+
+
+def test_rllib_episode_and_sample_callbacks_fire():
+    config = tiny_config(group_size=2, num_groups=2, max_episode_steps=3).callbacks(CountingCallback)
+    config.validate()
+    CountingCallback.calls.clear()
+    runner = LLMEnvRunner(config=config)
+    episodes = runner.sample()
+    steps = sum(len(ep) for ep in episodes)
+    calls = CountingCallback.calls
+    assert calls["on_episode_start"] == calls["on_episode_end"] == len(episodes) == calls["samples"] == 4
+    assert calls["on_episode_step"] == steps and calls["on_sample_end"] == 1
+    assert runner.get_metrics()["steps_seen_by_callback"] == steps
+
+
+def test_rllib_num_episodes_and_num_timesteps_requests(runner):
+    assert len(runner.sample(num_episodes=4)) == 6  # whole groups of 3
+    episodes = runner.sample(num_timesteps=20)
+    assert sum(len(ep) for ep in episodes) >= 20 and len(episodes) % 3 == 0

@@ -4,7 +4,7 @@ weights follow the Learner's, group ids stay unique across runners, and evaluati
 import numpy as np
 import pytest
 
-from rllib_llm.env_runner import GROUP_ID, SEED
+from rllib_llm.columns import GROUP_ID, SEED
 from tests.conftest import tiny_config
 
 pytestmark = pytest.mark.usefixtures("ray_session")

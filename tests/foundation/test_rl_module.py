@@ -6,7 +6,8 @@ import torch
 
 from rllib_llm.algorithms.learner_connectors import Steps, pad_token_batch
 from rllib_llm.generation import SamplingParams, make_backend
-from rllib_llm.rl_module import LLMRLModule, response_logprobs
+from rllib_llm.rl_module import LLMRLModule
+from rllib_llm.token_forward import response_logprobs
 
 
 def build(**model_config):
@@ -38,7 +39,7 @@ def test_learner_logprobs_match_generation_logprobs_for_unchanged_policy():
     with torch.no_grad():
         logp = module.forward_train(batch)["logp"]
     mask = batch["response_mask"].bool()
-    torch.testing.assert_close(logp[mask], batch["old_logp"][mask], rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(logp[mask], batch["action_logp"][mask], rtol=1e-4, atol=1e-4)
 
 
 def test_lora_trains_syncs_and_checkpoints_only_adapter_weights():

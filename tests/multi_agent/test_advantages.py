@@ -7,7 +7,7 @@ import pytest
 from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
 
 from rllib_llm.algorithms.learner_connectors import STEPS
-from rllib_llm.env_runner import ANCHOR, GROUP_ID, OLD_LOGP, PROMPT, RESPONSE
+from rllib_llm.columns import ACTION_LOGP, ANCHOR, GROUP_ID, PROMPT, RESPONSE
 from rllib_llm.multi_agent import AgentToModule, MultiAgentGiGPOConfig, MultiAgentGRPOConfig
 from rllib_llm.multi_agent.learner_connectors import ComputeAgentAdvantages, FlattenAgentSteps, StepsToModuleBatches
 
@@ -32,7 +32,7 @@ def episode(group_id, steps, mapping=TWO_MODULES):
                 a: {
                     PROMPT: [5, 6, 7],
                     RESPONSE: [8, 9][: 1 + (a == "b")],
-                    OLD_LOGP: [-1.0] * (1 + (a == "b")),
+                    ACTION_LOGP: [-1.0] * (1 + (a == "b")),
                     ANCHOR: s[t][1],
                 }
                 for a, s in steps.items()

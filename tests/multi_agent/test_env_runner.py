@@ -2,11 +2,13 @@
 
 import pickle
 import re
+import time
 
 import numpy as np
 import pytest
 
-from rllib_llm.env_runner import ANCHOR, ENV_REWARD, GROUP_ID, OLD_LOGP, PROMPT, RESPONSE, VALID
+from rllib_llm.columns import ACTION_LOGP, ANCHOR, ENV_FAULTS, ENV_REWARD, GROUP_ID, PROMPT, RESPONSE, VALID
+from rllib_llm.metrics import NUM_ENV_FAULTS
 from rllib_llm.multi_agent import AgentToModule, LLMMultiAgentEnvRunner
 from tests.multi_agent.conftest import CoordinationEnv, PolicyBackend, first_legal_move, tiny_multi_agent_config
 
@@ -73,7 +75,7 @@ def test_the_loser_is_paid_when_the_winner_moves(tictactoe_runner):
         assert returns in ([-1.0, 1.0], [0.0, 0.0]) and sum(won) == (returns == [-1.0, 1.0])
         for agent in (p1, p2):
             n = len(agent)
-            for key in (PROMPT, RESPONSE, OLD_LOGP, ANCHOR, VALID, ENV_REWARD):
+            for key in (PROMPT, RESPONSE, ACTION_LOGP, ANCHOR, VALID, ENV_REWARD):
                 assert len(agent.get_extra_model_outputs(key)) == n
             # the whole step reward, also when the opponent's winning move paid it
             assert list(agent.get_extra_model_outputs(ENV_REWARD)) == list(agent.get_rewards())
@@ -135,7 +137,9 @@ def test_env_exception_truncates_the_episode_and_replaces_the_env(tictactoe_runn
     episodes = tictactoe_runner.sample(seeds=[5])
     player = episodes[0].agent_episodes["player_1"]
     assert episodes[0].is_truncated and len(player) == 1 and "env_error" in player.get_infos(-1)
-    assert player.get_extra_model_outputs(VALID) == [False]
+    # The env's fault, not the model's: the parsed move stays valid (no penalty), as in the single-agent runner.
+    assert player.get_extra_model_outputs(VALID) == [True] and player.get_rewards() == [0.0]
+    assert episodes[0].custom_data[ENV_FAULTS] == 1 and episodes[1].custom_data[ENV_FAULTS] == 0
     assert tictactoe_runner.adapters[0] is not broken and not episodes[1].is_truncated
 
 
@@ -181,3 +185,42 @@ def test_response_prefix_is_prefilled_for_every_agent():
             assert all(agent.get_extra_model_outputs(VALID))
     for ep in runners[""].sample(seeds=[5]):
         assert not any(v for a in ep.agent_episodes.values() for v in a.get_extra_model_outputs(VALID))
+
+
+@pytest.fixture
+def timeout_runner():
+    """A fresh runner with env-call timeouts (the faults below replace its envs)."""
+    config = tiny_multi_agent_config(env_config={"opening_moves": 2}, max_episode_steps=12, env_step_timeout_s=0.5)
+    config.validate()
+    runner = LLMMultiAgentEnvRunner(config=config)
+    scripted(runner, first_legal_move)
+    yield runner
+    runner.stop()
+
+
+def test_a_hung_env_step_times_out_truncates_its_episode_and_is_counted(timeout_runner, monkeypatch):
+    hung = timeout_runner.adapters[0]
+    monkeypatch.setattr(hung, "step", lambda actions: time.sleep(30))
+    start = time.perf_counter()
+    episodes = timeout_runner.sample(seeds=[5])
+    assert time.perf_counter() - start < 10
+    assert episodes[0].is_truncated and "took longer than 0.5 s" in next(
+        ep.get_infos(-1)["env_error"] for ep in episodes[0].agent_episodes.values() if len(ep)
+    )
+    assert timeout_runner.adapters[0] is not hung and not episodes[1].is_truncated
+    assert timeout_runner.get_metrics()[NUM_ENV_FAULTS] == 1
+
+
+def test_a_failed_reset_is_retried_on_a_fresh_env_and_counted_on_its_episode(timeout_runner, monkeypatch):
+    broken = timeout_runner.adapters[1]
+
+    def boom(seed):
+        raise RuntimeError("reset crashed")
+
+    monkeypatch.setattr(broken, "reset", boom)
+    episodes = timeout_runner.sample(seeds=[3])
+    assert timeout_runner.adapters[1] is not broken
+    assert [ep.custom_data[ENV_FAULTS] for ep in episodes] == [0, 1]
+    # the retried env reset with the group's seed: both episodes start from the same board
+    first = [ep.agent_episodes["player_1"].get_observations(0) for ep in episodes]
+    assert first[0] == first[1] and all(ep.is_done for ep in episodes)

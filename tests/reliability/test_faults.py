@@ -8,8 +8,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rllib_llm.env_runner import ENV_ERROR, ENV_REWARD, FINISH_REASON, RESPONSE_TEXT, VALID, episode_success
+from rllib_llm.columns import ENV_ERROR, ENV_REWARD, FINISH_REASON, RESPONSE_TEXT, VALID
 from rllib_llm.generation import GenerationOutput
+from rllib_llm.metrics import episode_success
 from tests.conftest import tiny_config
 from tests.reliability import faulty_env
 

@@ -49,4 +49,4 @@ def assert_learner_matches_generator(module, prompts: list[list[int]] = PROMPTS,
     with torch.no_grad():
         logp = module.forward_train(batch)["logp"]
     mask = batch["response_mask"].bool()
-    torch.testing.assert_close(logp[mask], batch["old_logp"][mask], rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(logp[mask], batch["action_logp"][mask], rtol=1e-4, atol=1e-4)

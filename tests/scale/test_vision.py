@@ -7,13 +7,12 @@ import numpy as np
 import pytest
 import torch
 
+from rllib_llm.columns import IMAGE_SIZES, IMAGES
 from rllib_llm.env_connectors.prompts import encode_chat, supports_image_content
 from rllib_llm.generation import SamplingParams
 from rllib_llm.models import TINY_VL_MODEL, apply_lora, build_byte_tokenizer
 from rllib_llm.rl_module import LLMRLModule
 from rllib_llm.vision import (
-    IMAGE_SIZES,
-    IMAGES,
     HFVisionBackend,
     VisionInputs,
     add_vision_tokens,
@@ -127,4 +126,4 @@ def test_vl_rl_module_scores_a_mixed_token_batch_as_the_generator(device):
     batch = token_batch(module, expanded, outputs, images=rows)
     with torch.no_grad():
         logp = module.forward_train(batch)["logp"]
-    torch.testing.assert_close(logp, batch["old_logp"], rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(logp, batch["action_logp"], rtol=1e-4, atol=1e-4)

@@ -10,10 +10,9 @@ from ray.rllib.core import DEFAULT_MODULE_ID
 
 from rllib_llm.algorithms.learner_connectors import STEPS, pad_token_batch
 from rllib_llm.cli import load_tuned_example
-from rllib_llm.env_runner import NUM_IMAGES, PROMPT
+from rllib_llm.columns import IMAGE_SIZES, IMAGES, NUM_IMAGES, PROMPT
 from rllib_llm.envs.sokoban.env import IMAGE_ONLY_TEXT
 from rllib_llm.models import TINY_VL_MODEL
-from rllib_llm.vision import IMAGE_SIZES, IMAGES
 from tests.algorithms.conftest import TUNED_EXAMPLES, learner_weights, make_groups_informative, shrink_to_tiny
 
 pytestmark = pytest.mark.usefixtures("ray_session")
@@ -65,11 +64,11 @@ def test_learner_logprobs_match_the_env_runner_and_see_the_image(algo):
 
     # (a) The unchanged policy: the Learner's recomputed log-probs are the EnvRunner's.
     logp = masked_logp(module, batch)
-    torch.testing.assert_close(logp, batch["old_logp"] * batch["response_mask"], rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(logp, batch["action_logp"] * batch["response_mask"], rtol=1e-4, atol=1e-4)
     # ... also for a shorter (right-padded) response among full ones: mrope positions follow the mask.
     steps.responses[0], steps.old_logp[0] = steps.responses[0][:2], steps.old_logp[0][:2]
     cut = {k: torch.as_tensor(v) for k, v in pad_token_batch(steps, module.tokenizer.pad_token_id).items()}
-    torch.testing.assert_close(masked_logp(module, cut), cut["old_logp"] * cut["response_mask"], rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(masked_logp(module, cut), cut["action_logp"] * cut["response_mask"], rtol=1e-4, atol=1e-4)
 
     # (b) The image reaches the model: another board for row 0 changes row 0's log-probs only.
     other = dict(batch, **{IMAGES: batch[IMAGES].clone()})

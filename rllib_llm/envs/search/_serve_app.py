@@ -12,8 +12,8 @@ from ray import serve
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
+from rllib_llm.envs.search.requests import RejectedRequest, check_body_size, parse_retrieve_request
 from rllib_llm.envs.search.retrievers import Retriever
-from rllib_llm.envs.search.server import RejectedRequest, check_body_size, parse_retrieve_request
 
 api = FastAPI(title="rllib-llm retriever")
 
