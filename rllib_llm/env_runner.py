@@ -27,25 +27,10 @@ from ray.rllib.env import INPUT_ENV_SINGLE_SPACES, INPUT_ENV_SPACES
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 
 from rllib_llm.action_parsing import parse_action
-from rllib_llm.columns import (
-    ACTION_LOGP,
-    ANCHOR,
-    ENV_REWARD,
-    FINISH_REASON,
-    GROUP_ID,
-    IMAGES,
-    INFO_ACTION_VALID,
-    NUM_IMAGES,
-    PROMPT,
-    PROMPT_IDS,
-    RESPONSE,
-    RESPONSE_TEXT,
-    SEED,
-    VALID,
-)
+from rllib_llm.columns import ENV_REWARD, GROUP_ID, IMAGES, INFO_ACTION_VALID, NUM_IMAGES, PROMPT_IDS, SEED, VALID
 from rllib_llm.envs.registry import make_env
 from rllib_llm.generation import GenerationBackend, SamplingParams, make_backend
-from rllib_llm.group_env_runner import GroupEnvRunner, RolloutCounters, anchor_of, prompt_fields, reward_penalty
+from rllib_llm.group_env_runner import GroupEnvRunner, RolloutCounters, prompt_fields, reward_penalty, step_record
 from rllib_llm.models import ModelSpec
 from rllib_llm.vision import HFVisionBackend, expand_prompt, is_vision_model
 
@@ -150,7 +135,7 @@ class LLMEnvRunner(GroupEnvRunner):
                 episode = episodes[i]
                 reply = self.config.response_prefix + out.text
                 action = reply if raw_format[i] else parse_action(reply)
-                anchor = anchor_of(episode.get_observations(-1), episode.get_infos(-1) or {})
+                record = step_record(prompt_ids, out, episode)
                 result, error = self._env_step(i, episode, action)
                 if error is None:
                     observation, reward, terminated, truncated, info = result
@@ -159,16 +144,7 @@ class LLMEnvRunner(GroupEnvRunner):
                     info = self._step_failure_info(error)
                 valid = bool(info.get(INFO_ACTION_VALID, action is not None)) and action is not None
                 last = step == self.config.max_episode_steps - 1
-                extra = {
-                    PROMPT: prompt_ids,
-                    RESPONSE: out.token_ids,
-                    ACTION_LOGP: out.logprobs,
-                    RESPONSE_TEXT: out.text,
-                    ANCHOR: anchor,
-                    VALID: valid,
-                    ENV_REWARD: float(reward),
-                    FINISH_REASON: out.finish_reason,
-                }
+                extra = {**record, VALID: valid, ENV_REWARD: float(reward)}
                 if images is not None:
                     extra[NUM_IMAGES] = len(images[j])
                 episode.add_env_step(

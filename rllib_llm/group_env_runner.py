@@ -39,11 +39,17 @@ from ray.rllib.utils.checkpoints import Checkpointable
 from ray.rllib.utils.framework import get_device
 
 from rllib_llm.columns import (
+    ACTION_LOGP,
+    ANCHOR,
     ENV_ERROR,
     ENV_FAULTS,
     FEW_SHOT_KEY,
+    FINISH_REASON,
     INFO_ANCHOR_OBS,
+    PROMPT,
+    RESPONSE,
     RESPONSE_PREFIX_KEY,
+    RESPONSE_TEXT,
     TASK_KEY,
     TEMPLATE_KEY,
 )
@@ -102,6 +108,22 @@ def anchor_of(observation: Any, info: dict) -> Any:
     if isinstance(anchor, list):
         anchor = tuple(anchor)
     return anchor
+
+
+def step_record(prompt_ids: list[int], output: Any, episode: Any) -> dict[str, Any]:
+    """The ``extra_model_outputs`` of the step ``episode`` (single-agent) is about to take, as generated: prompt
+    and response ids, the sampler's per-token log-probs (what the Learner's ratio divides by), the text, the
+    anchor of the observation acted on (GiGPO) and why generation stopped. The runner adds the env's verdict
+    (:data:`~rllib_llm.columns.VALID`, ``ENV_REWARD``) after the step."""
+    anchor = anchor_of(episode.get_observations(-1), episode.get_infos(-1) or {})
+    return {
+        PROMPT: prompt_ids,
+        RESPONSE: output.token_ids,
+        ACTION_LOGP: output.logprobs,
+        RESPONSE_TEXT: output.text,
+        ANCHOR: anchor,
+        FINISH_REASON: output.finish_reason,
+    }
 
 
 def prompt_fields(config: Any, env: Any, template: str, task: str, agent_id: str | None = None) -> dict[str, Any]:

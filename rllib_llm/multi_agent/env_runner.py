@@ -30,24 +30,10 @@ from ray.rllib.env import INPUT_ENV_SINGLE_SPACES, INPUT_ENV_SPACES
 from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
 
 from rllib_llm.action_parsing import parse_action
-from rllib_llm.columns import (
-    ACTION_LOGP,
-    AGENT_ID,
-    ANCHOR,
-    ENV_REWARD,
-    FINISH_REASON,
-    GROUP_ID,
-    INFO_ACTION_VALID,
-    PROMPT,
-    PROMPT_IDS,
-    RESPONSE,
-    RESPONSE_TEXT,
-    SEED,
-    VALID,
-)
+from rllib_llm.columns import AGENT_ID, ENV_REWARD, GROUP_ID, INFO_ACTION_VALID, PROMPT_IDS, SEED, VALID
 from rllib_llm.env_connectors.memory import INVALID_ACTION
 from rllib_llm.generation import SamplingParams, make_backend
-from rllib_llm.group_env_runner import GroupEnvRunner, RolloutCounters, anchor_of, prompt_fields, reward_penalty
+from rllib_llm.group_env_runner import GroupEnvRunner, RolloutCounters, prompt_fields, reward_penalty, step_record
 from rllib_llm.multi_agent.envs.base import agent_prompt_template, agent_task_description
 from rllib_llm.multi_agent.pettingzoo_adapter import ALL, PettingZooAdapter, Transition, make_multi_agent_env
 
@@ -268,15 +254,7 @@ class LLMMultiAgentEnvRunner(GroupEnvRunner):
             reply = self.config.response_prefix + out.text
             actions[agent_id] = reply if raw else parse_action(reply)
             recorded[agent_id] = actions[agent_id] if actions[agent_id] is not None else INVALID_ACTION
-            agent_episode = episode.agent_episodes[agent_id]
-            extra[agent_id] = {
-                PROMPT: prompts[(i, agent_id)],
-                RESPONSE: out.token_ids,
-                ACTION_LOGP: out.logprobs,
-                RESPONSE_TEXT: out.text,
-                ANCHOR: anchor_of(agent_episode.get_observations(-1), agent_episode.get_infos(-1) or {}),
-                FINISH_REASON: out.finish_reason,
-            }
+            extra[agent_id] = step_record(prompts[(i, agent_id)], out, episode.agent_episodes[agent_id])
         transition = self._transition(i, episode, actions)
         rewards = {
             a: r
