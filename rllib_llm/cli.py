@@ -36,7 +36,6 @@ from typing import Any
 
 from rllib_llm.progress import (
     episode_record,
-    episode_records,
     flatten_metrics,
     format_row,
     format_trajectory,
@@ -56,6 +55,7 @@ from rllib_llm.resume import (
     save_checkpoint,
 )
 from rllib_llm.stopping import ITERATIONS, check_stop, stop_reason
+from rllib_llm.trajectory_recorder import record_trajectories
 
 logger = logging.getLogger("rllib_llm")
 
@@ -242,62 +242,6 @@ def format_eval(name: str, stats: dict[str, Any]) -> str:
     )
 
 
-class TrajectoryRecorder:
-    """Keeps a few episodes of each training iteration for ``trajectories.jsonl``.
-
-    Wraps the algorithm's ``sample_episodes`` (what every LLMAlgorithm's ``training_step`` calls, dynamic
-    sampling included) instead of sampling again, so the records are the episodes the update used.
-    """
-
-    def __init__(self, algo: Any, per_iteration: int) -> None:
-        self.per_iteration = per_iteration
-        self.episodes: list[Any] = []
-        self._tokenizer = None
-        self._algo = algo
-        if per_iteration > 0:
-            sample = algo.sample_episodes
-
-            def recording_sample_episodes() -> list:
-                episodes = sample()
-                self.episodes.extend(self._pick(episodes))
-                return episodes
-
-            algo.sample_episodes = recording_sample_episodes
-
-    def _pick(self, episodes: list) -> list:
-        """The first episode of each group, up to ``per_iteration`` (groups differ more than siblings)."""
-        from rllib_llm.columns import GROUP_ID
-
-        picked, groups = [], set()
-        for episode in episodes:
-            group = episode.custom_data.get(GROUP_ID)
-            if group not in groups:
-                groups.add(group)
-                picked.append(episode)
-        return (picked + [e for e in episodes if e not in picked])[: self.per_iteration]
-
-    def _decode(self, ids: list[int]) -> str:
-        if self._tokenizer is None:
-            runner = getattr(self._algo, "env_runner", None)
-            module = getattr(runner, "module", None)
-            if getattr(module, "tokenizer", None) is not None:
-                self._tokenizer = module.tokenizer
-            else:  # remote env runners only: load the tokenizer here
-                from rllib_llm.models import load_tokenizer
-
-                self._tokenizer = load_tokenizer(self._algo.config.llm_model)
-        return self._tokenizer.decode(list(ids))
-
-    def flush(self, file: Any, iteration: int) -> None:
-        # The few-shot turns open every prompt: recorded so a reader does not take them for an earlier step.
-        few_shot = {"few_shot": [list(turn) for turn in getattr(self._algo.config, "few_shot", None) or []]}
-        for episode in self.episodes[: self.per_iteration]:
-            for record in episode_records(episode, iteration, self._decode):  # one per agent if multi-agent
-                file.write(json.dumps({**record, **few_shot}, default=str) + "\n")
-        file.flush()
-        self.episodes.clear()
-
-
 def _resumed_mlflow_run(resumed: ResumePoint | None) -> str | None:
     """The MLflow run id the checkpointed run logged to (stored in its checkpoint marker), if any."""
     for tracker in (resumed.extra.get("tracking") or []) if resumed is not None else []:
@@ -353,6 +297,7 @@ def train_config(config: Any, stop: dict, args: argparse.Namespace, *, name: str
     prepare_run_folder(output, resume=args.resume, overwrite=getattr(args, "overwrite", False))
     resumed = resume_run(output, {PROGRESS_FILE: "iter", TRAJECTORIES_FILE: "iteration"}) if args.resume else None
     tracking = _tracking_for(args, config, name, source, output, resumed)
+    record_trajectories(config, output / TRAJECTORIES_FILE, args.trajectories_per_iter)
     status = "FAILED"
     algo = None
     previous_sigterm = _raise_on_sigterm()
@@ -443,13 +388,12 @@ def _train_loop(
         summary["before"] = algo.evaluate_seeds()
         print(format_eval("Untrained policy", summary["before"]), flush=True)
         tracking.log_metrics({f"eval/before_{k}": float(v) for k, v in summary["before"].items()}, step=0)
-    recorder = TrajectoryRecorder(algo, args.trajectories_per_iter)
     checkpoint_dir = (output / "checkpoint").resolve()
     columns = None  # the table's columns: fixed by the first result (multi-agent runs add per-agent ones)
     # The bar only on a terminal: in a log file its carriage returns would land on the table's lines.
     bar = tqdm(range(start, iterations), initial=start, total=iterations, desc="training", unit="iter",
                file=sys.stderr, dynamic_ncols=True, disable=not interactive())
-    with open(output / PROGRESS_FILE, "a") as progress, open(output / TRAJECTORIES_FILE, "a") as trajectories:
+    with open(output / PROGRESS_FILE, "a") as progress:
         for i in bar:
             result = algo.train()
             if columns is None:
@@ -462,7 +406,6 @@ def _train_loop(
             cells = {k: None if isinstance(v, float) and math.isnan(v) else v for k, v in values.items()}
             progress.write(json.dumps({**cells, "wall_time": time.time()}) + "\n")
             progress.flush()
-            recorder.flush(trajectories, i + 1)
             tracking.log_metrics(flatten_metrics(result), step=i + 1)
             bar.set_postfix(success=f"{values['success']:.2f}", valid=f"{values['valid']:.2f}")
             try:

@@ -35,6 +35,9 @@ class LLMAlgorithm(Algorithm):
     config_class: ClassVar[type | None] = None
     #: Rollouts in a row that returned no episode (see :meth:`_note_empty_sample`).
     _empty_samples = 0
+    #: The episodes the last ``training_step`` trained on (after dynamic sampling's filter), for
+    #: ``on_train_result`` callbacks such as :class:`~rllib_llm.trajectory_recorder.TrajectoryRecorder`.
+    training_episodes: ClassVar[list] = []
 
     @classmethod
     def get_default_config(cls):
@@ -56,7 +59,7 @@ class LLMAlgorithm(Algorithm):
         return episodes
 
     def training_step(self) -> None:
-        episodes = self.sample_episodes()
+        episodes = self.training_episodes = self.sample_episodes()
         if not episodes:  # dynamic sampling found no informative group, or sampling failed (see below)
             return
         try:

@@ -113,3 +113,39 @@ def test_a_trajectory_with_few_shot_turns_labels_them():
 def test_show_trajectory_errors_name_what_exists(tracked_run, capsys, args, message):
     assert main(["show-trajectory", str(tracked_run["run_dir"]), *args]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_the_recorder_is_an_on_train_result_callback_writing_the_trained_episodes(tmp_path):
+    import pickle
+    from types import SimpleNamespace
+
+    from ray.rllib.env.single_agent_episode import SingleAgentEpisode
+
+    from rllib_llm.algorithms.config import LLMConfig
+    from rllib_llm.columns import GROUP_ID, PROMPT, RESPONSE_TEXT
+    from rllib_llm.trajectory_recorder import TrajectoryRecorder, record_trajectories
+
+    def episode(group: str, word: str) -> SingleAgentEpisode:
+        ep = SingleAgentEpisode(observations=["start"], infos=[{}], len_lookback_buffer=0)
+        ep.add_env_step("end", word, 1.0, infos={"won": True}, terminated=True,
+                        extra_model_outputs={PROMPT: [104, 105], RESPONSE_TEXT: word})  # fmt: skip
+        ep.custom_data[GROUP_ID] = group
+        return ep
+
+    config = LLMConfig()
+    record_trajectories(config, tmp_path / "t.jsonl", per_iteration=2)
+    (recorder,) = config.callbacks_on_train_result
+    assert isinstance(recorder, TrajectoryRecorder)
+    pickle.loads(pickle.dumps(config))  # travels to Tune trials and workers
+    tokenizer = SimpleNamespace(decode=lambda ids: bytes(ids).decode())
+    algo = SimpleNamespace(
+        training_episodes=[episode("0-0-0", "a"), episode("0-0-0", "b"), episode("0-0-1", "c")],
+        iteration=7,
+        config=config,
+        env_runner=SimpleNamespace(module=SimpleNamespace(tokenizer=tokenizer)),
+    )
+    recorder(algorithm=algo, metrics_logger=None, result={})
+    records = [json.loads(line) for line in (tmp_path / "t.jsonl").read_text().splitlines()]
+    # one episode per group first (a, then c), the iteration the callback ran after, prompts decoded
+    assert [r["steps"][0]["action"] for r in records] == ["a", "c"]
+    assert {r["iteration"] for r in records} == {7} and records[0]["steps"][0]["prompt"] == "hi"
