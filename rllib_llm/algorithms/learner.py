@@ -80,6 +80,12 @@ class LLMLearner(TorchLearner):
         self.register_optimizer(module_id=module_id, optimizer=optimizer, params=params, lr_or_lr_schedule=config.lr)
 
     def _uncompiled_update(self, batch: dict, **kwargs: Any):
+        """Micro-batching: RLlib has no public hook between the forward/backward passes and the optimizer
+        step, so this is the one override of a private Learner method. It mirrors
+        ``TorchLearner._uncompiled_update`` (off-policyness stats, ``compute_losses``, backward, then
+        ``postprocess_gradients`` + ``apply_gradients``) with the forward/backward run per chunk, and defers to
+        it whenever a minibatch fits one chunk. ``tests/algorithms/test_learner_contract.py`` fails if the
+        RLlib internals it relies on change."""
         size = self.config.micro_batch_size
         if not size or all(len(columns[RESPONSE_MASK]) <= size for columns in batch.values()):
             return super()._uncompiled_update(batch, **kwargs)

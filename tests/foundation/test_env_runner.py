@@ -20,28 +20,9 @@ from rllib_llm.columns import (
     VALID,
 )
 from rllib_llm.env_runner import LLMEnvRunner
-from rllib_llm.generation import GenerationOutput
 from rllib_llm.group_env_runner import prompt_fields
 from tests.conftest import tiny_config
-
-
-class ScriptedBackend:
-    """Answers every prompt with the next scripted response; counts generate calls."""
-
-    def __init__(self, tokenizer, responses):
-        self.tokenizer, self.responses, self.calls = tokenizer, list(responses), []
-
-    def generate(self, prompts, params):
-        self.calls.append(len(prompts))
-        out = []
-        for _ in prompts:
-            text = self.responses[len(out) % len(self.responses)]
-            ids = self.tokenizer(text)["input_ids"]
-            out.append(GenerationOutput(token_ids=ids, logprobs=[-1.0] * len(ids), text=text, finish_reason="stop"))
-        return out
-
-    def update_weights(self, state):
-        pass
+from tests.fake_backends import ScriptedBackend
 
 
 @pytest.fixture(scope="module")

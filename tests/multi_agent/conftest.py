@@ -3,32 +3,11 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 
 from pettingzoo import ParallelEnv
 
-from rllib_llm.generation import GenerationOutput
 from rllib_llm.multi_agent import AgentToModule, MultiAgentGRPOConfig
 from rllib_llm.multi_agent.envs import text_space
-
-
-class PolicyBackend:
-    """Answers each prompt with ``policy(prompt_text)``; records the size of every generate call."""
-
-    def __init__(self, tokenizer, policy: Callable[[str], str]) -> None:
-        self.tokenizer, self.policy, self.calls = tokenizer, policy, []
-
-    def generate(self, prompts, params):
-        self.calls.append(len(prompts))
-        out = []
-        for prompt in prompts:
-            text = self.policy(self.tokenizer.decode(prompt))
-            ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
-            out.append(GenerationOutput(token_ids=ids, logprobs=[-1.0] * len(ids), text=text, finish_reason="stop"))
-        return out
-
-    def update_weights(self, state) -> None:
-        pass
 
 
 def first_legal_move(prompt: str) -> str:

@@ -10,7 +10,8 @@ import pytest
 from rllib_llm.columns import ACTION_LOGP, ANCHOR, ENV_FAULTS, ENV_REWARD, GROUP_ID, PROMPT, RESPONSE, VALID
 from rllib_llm.metrics import NUM_ENV_FAULTS
 from rllib_llm.multi_agent import AgentToModule, LLMMultiAgentEnvRunner
-from tests.multi_agent.conftest import CoordinationEnv, PolicyBackend, first_legal_move, tiny_multi_agent_config
+from tests.fake_backends import PolicyBackend
+from tests.multi_agent.conftest import CoordinationEnv, first_legal_move, tiny_multi_agent_config
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from rllib_llm.cli import load_tuned_example
-from tests.multi_agent.conftest import PolicyBackend
+from tests.fake_backends import PolicyBackend
 
 pytestmark = pytest.mark.usefixtures("ray_session")
 

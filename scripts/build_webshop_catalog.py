@@ -1,6 +1,6 @@
 """Builds the shipped WebShop-style catalog (``products.json``) from per-type product sheets.
 
-Run ``python -m rllib_llm.envs.webshop.data.build_catalog`` to regenerate. Each product type lists real-looking
+Run ``python scripts/build_webshop_catalog.py`` to regenerate. Each product type lists real-looking
 products (brand, title, attributes, options, price) in the shape of WebShop's item records; ASINs are
 derived from a hash of the title so they are stable across rebuilds.
 """
@@ -686,7 +686,7 @@ def build() -> list[dict]:
 def main() -> None:
     products = build()
     assert len({p["asin"] for p in products}) == len(products), "ASIN collision"
-    path = Path(__file__).parent / "products.json"
+    path = Path(__file__).resolve().parents[1] / "rllib_llm" / "envs" / "webshop" / "data" / "products.json"
     path.write_text(json.dumps(products, indent=1, ensure_ascii=True) + "\n")
     print(f"{len(products)} products written to {path}")
 

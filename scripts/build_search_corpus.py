@@ -1,6 +1,6 @@
 """Builds the shipped QA fixture (``corpus.jsonl``, ``questions.jsonl``) from hand-checked fact tables.
 
-Run ``python -m rllib_llm.envs.search.data.build_corpus`` to regenerate. Facts are well known and stated
+Run ``python scripts/build_search_corpus.py`` to regenerate. Facts are well known and stated
 plainly; passages are written so that multi-hop questions need two searches (a person's passage names the
 birth country but never its capital or currency, which live in the country's passage).
 """
@@ -945,7 +945,7 @@ def drop_shortcut_multihop(docs: list[dict], questions: list[dict], topk: int = 
 
 
 def main() -> None:
-    out = Path(__file__).parent
+    out = Path(__file__).resolve().parents[1] / "rllib_llm" / "envs" / "search" / "data"
     docs, questions = build()
     questions = drop_shortcut_multihop(docs, questions)
     with open(out / "corpus.jsonl", "w") as f:

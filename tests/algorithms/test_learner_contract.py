@@ -1,0 +1,29 @@
+"""The RLlib internals LLMLearner's one private override (micro-batching in ``_uncompiled_update``) relies
+on: if an RLlib upgrade changes them, this fails before a training run silently misbehaves."""
+
+import inspect
+
+from ray.rllib.core.learner.torch.torch_learner import TorchLearner
+
+from rllib_llm.algorithms.learner import LLMLearner
+
+
+def test_torch_learner_still_has_what_the_micro_batch_update_uses():
+    params = list(inspect.signature(TorchLearner._uncompiled_update).parameters)
+    assert params[:2] == ["self", "batch"]
+    source = inspect.getsource(TorchLearner._uncompiled_update)
+    # The base update: off-policyness stats, the losses, backward via compute_gradients, then post-processing
+    # and the optimizer step; LLMLearner's chunked update does the same steps in that order.
+    for call in ("_compute_off_policyness(", "compute_losses(", "compute_gradients(", "postprocess_gradients(",
+                 "apply_gradients("):  # fmt: skip
+        assert call in source, call
+    gradients = inspect.getsource(TorchLearner.compute_gradients)
+    for name in ("_optimizer_parameters", "_grad_scalers", "zero_grad"):
+        assert name in gradients, name
+    assert "_params" in inspect.getsource(TorchLearner)
+    assert "return fwd_out, loss_per_module, {}" in source  # the (fwd_out, losses, tensor metrics) it returns
+
+
+def test_the_override_is_the_learners_only_private_one():
+    private = [n for n, v in vars(LLMLearner).items() if n.startswith("_") and not n.startswith("__") and callable(v)]
+    assert private == ["_uncompiled_update"]
