@@ -146,7 +146,7 @@ def write_results(output: Path, name: str, args: argparse.Namespace | dict, rows
 
 def init_ray() -> None:
     """Ray for the in-process algorithms (the CLI's settings: no dashboard, quiet workers)."""
-    from rllib_llm.cli import init_ray as cli_init_ray
+    from rllib_llm.run.cli import init_ray as cli_init_ray
 
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     cli_init_ray()
@@ -214,7 +214,7 @@ MAIN_JOB = Path(__file__).resolve().parents[1] / "tuned_examples" / "numberline_
 
 def main_job_stop() -> dict[str, Any]:
     """The main job's ``stop`` dict (its number of training iterations)."""
-    from rllib_llm.cli import load_tuned_example
+    from rllib_llm.run.cli import load_tuned_example
 
     return load_tuned_example(str(MAIN_JOB))[1]
 
@@ -222,7 +222,7 @@ def main_job_stop() -> dict[str, Any]:
 def main_job_config(model: str | None = None) -> Any:
     """A copy of the main job's tuned example (GiGPO, NumberLine, embedded model), optionally on another
     model with the same model settings (e.g. trainable_layers), so benchmarks measure what users run."""
-    from rllib_llm.cli import load_tuned_example
+    from rllib_llm.run.cli import load_tuned_example
 
     config, _ = load_tuned_example(str(MAIN_JOB))
     config = config.copy(copy_frozen=False)

@@ -55,9 +55,9 @@ def main_job_iteration_s() -> float | None:
 
 
 def main() -> None:
-    from rllib_llm.cli import DEFAULT_CHECKPOINT_EVERY
-    from rllib_llm.resume import save_checkpoint
     from rllib_llm.rl_module import LLMRLModule
+    from rllib_llm.run.checkpoints import save_checkpoint
+    from rllib_llm.run.cli import DEFAULT_CHECKPOINT_EVERY
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=3)

@@ -349,14 +349,14 @@ def multiagent(out: Path, dry: bool, budget_s: float, seeds: list[int], iteratio
                   '.group_rollouts(group_size=2, num_groups=1, max_episode_steps=2)' if dry else "")
         wrapper.write_text(
             "from pathlib import Path\n"
-            "from rllib_llm.cli import load_tuned_example\n"
+            "from rllib_llm.run.cli import load_tuned_example\n"
             f"config, stop = load_tuned_example(Path({str(RUN_ROOT / example)!r}))\n"
             f"config = config.environment(env_config={{**config.env_config, **{env_overrides!r}}})\n"
             f"config = config.debugging(seed={seed}){placement}{shrink}\n"
         )
         run = work / name  # its checkpoint (the models) stays on the machine
         eval_seeds = 4 if dry else 32
-        cmds.append(f"timeout {budget_s + 240:.0f} python3 -m rllib_llm.cli train {wrapper} --output {run} "
+        cmds.append(f"timeout {budget_s + 240:.0f} python3 -m rllib_llm.run.cli train {wrapper} --output {run} "
                     f"--iterations {iterations} --time-budget-s {budget_s:.0f} --eval-seeds {eval_seeds} "
                     f"--no-tracking --trajectories-per-iter 1 > {work}/{name}.log 2>&1")
     run_together(cmds)

@@ -134,7 +134,7 @@ def run_name(variant: str, algo: str, seed: int, env: str) -> str:
 
 def build_config(variant: str, algo: str, seed: int, args: argparse.Namespace, on_gpu: bool):
     from rllib_llm.algorithms.grpo import GRPO
-    from rllib_llm.cli import load_tuned_example
+    from rllib_llm.run.cli import load_tuned_example
 
     config, _ = load_tuned_example(TUNED_EXAMPLE)
     config = config.copy(copy_frozen=False)

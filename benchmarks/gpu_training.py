@@ -49,7 +49,7 @@ ITERATION_KEYS = {  # record key -> (result section, key)
 def build_config(algo: str, args: argparse.Namespace, on_gpu: bool):
     """The tuned example's config with this run's model, precision, group sizes and estimator."""
     from rllib_llm.algorithms.grpo import GRPO
-    from rllib_llm.cli import load_tuned_example
+    from rllib_llm.run.cli import load_tuned_example
 
     config, _ = load_tuned_example(TUNED_EXAMPLE)
     config = config.copy(copy_frozen=False)

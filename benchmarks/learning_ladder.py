@@ -218,15 +218,15 @@ def supervised_step(algo: Any, probe: Probe, rng: np.random.Generator, rows: int
 
 
 def _metric(result: dict, *path: str) -> float | None:
-    """A result entry (:func:`rllib_llm.progress.lookup`), None where the result has none."""
-    from rllib_llm.progress import lookup
+    """A result entry (:func:`rllib_llm.run.progress.lookup`), None where the result has none."""
+    from rllib_llm.run.progress import lookup
 
     value = lookup(result, path)
     return None if math.isnan(value) else value
 
 
 def build(rung: str, seed: int, args: argparse.Namespace, seed_of: dict) -> Any:
-    from rllib_llm.cli import load_tuned_example
+    from rllib_llm.run.cli import load_tuned_example
 
     config, _ = load_tuned_example(TUNED_EXAMPLE)
     config = config.copy(copy_frozen=False)

@@ -40,7 +40,7 @@ def run_seed(seed: int, runs_dir: Path, example: str = EXAMPLE) -> None:
     """One seed through the CLI; its wall time and load go to ``timing.json`` in the run folder."""
     output = runs_dir / f"s{seed}"
     load_before, start = load_average(), time.perf_counter()
-    cmd = [sys.executable, "-m", "rllib_llm.cli", "train", example, "--seed", str(seed), "--no-tracking", "--overwrite",
+    cmd = [sys.executable, "-m", "rllib_llm.run.cli", "train", example, "--seed", str(seed), "--no-tracking", "--overwrite",
            "--output", str(output)]
     print("+", " ".join(cmd), flush=True)
     with open(runs_dir / f"s{seed}.log", "w") as log:

@@ -19,8 +19,8 @@ success on 64 held-out deals 0.219 untrained -> 0.875 / 0.797 / 0.797 (mean 0.82
 
 from pathlib import Path
 
-from rllib_llm.cli import load_tuned_example
 from rllib_llm.env_connectors import ChatPromptBuilder
+from rllib_llm.run.cli import load_tuned_example
 
 SYSTEM_PROMPT = (
     "Make 12 from the two cards: use each card's number exactly once with + or *. A is 1; J, Q and K are 10. "
@@ -45,5 +45,5 @@ config.env_config = {"max_steps": 3}  # .environment() merges into NumberLine's 
 stop = {"training_iteration": 40}
 
 if __name__ == "__main__":
-    from rllib_llm.cli import run_example
+    from rllib_llm.run.cli import run_example
     run_example(config, stop)

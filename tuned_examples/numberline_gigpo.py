@@ -87,5 +87,5 @@ config = (
 stop = {"training_iteration": 64}
 
 if __name__ == "__main__":
-    from rllib_llm.cli import run_example
+    from rllib_llm.run.cli import run_example
     run_example(config, stop)

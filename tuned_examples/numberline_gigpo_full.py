@@ -11,11 +11,11 @@ shows that 6 last layers do not learn this task.
 
 from pathlib import Path
 
-from rllib_llm.cli import load_tuned_example
+from rllib_llm.run.cli import load_tuned_example
 
 base, stop = load_tuned_example(Path(__file__).with_name("numberline_gigpo.py"))
 config = base.copy(copy_frozen=False).llm(model={"name_or_path": "smollm2-135m-instruct"}).training(lr=1e-5)
 
 if __name__ == "__main__":
-    from rllib_llm.cli import run_example
+    from rllib_llm.run.cli import run_example
     run_example(config, stop)

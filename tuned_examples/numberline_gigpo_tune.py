@@ -12,12 +12,12 @@ about an hour on 2 CPU cores). Trials are logged to MLflow (``./mlruns``) and Tu
 
 from pathlib import Path
 
-from rllib_llm.cli import load_tuned_example
+from rllib_llm.run.cli import load_tuned_example
 
 config, stop = load_tuned_example(Path(__file__).with_name("numberline_gigpo.py"))
 
 param_grid = {"group_size": [4, 8], "lr": [1e-5, 5e-5]}
 
 if __name__ == "__main__":
-    from rllib_llm.sweeps import sweep_main
+    from rllib_llm.run.sweeps import sweep_main
     sweep_main(config, param_grid, stop)

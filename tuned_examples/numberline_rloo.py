@@ -11,7 +11,7 @@ algorithm and its training settings differ.
 from pathlib import Path
 
 from rllib_llm.algorithms import RLOOConfig
-from rllib_llm.cli import load_tuned_example
+from rllib_llm.run.cli import load_tuned_example
 
 # The main job's task and rollouts (env, prompt, few-shot example, model, sampling, groups, eval seeds).
 task, _ = load_tuned_example(Path(__file__).with_name("numberline_gigpo.py"))

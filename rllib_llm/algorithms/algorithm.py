@@ -36,7 +36,7 @@ class LLMAlgorithm(Algorithm):
     #: Rollouts in a row that returned no episode (see :meth:`_note_empty_sample`).
     _empty_samples = 0
     #: The episodes the last ``training_step`` trained on (after dynamic sampling's filter), for
-    #: ``on_train_result`` callbacks such as :class:`~rllib_llm.trajectory_recorder.TrajectoryRecorder`.
+    #: ``on_train_result`` callbacks such as :class:`~rllib_llm.run.trajectory_recorder.TrajectoryRecorder`.
     training_episodes: ClassVar[list] = []
 
     @classmethod

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from rllib_llm.algorithms import DAPO, GRPO, GSPO, PPO, RLOO, DynamicGiGPO, ReinforcePlusPlus
-from rllib_llm.cli import load_tuned_example
+from rllib_llm.run.cli import load_tuned_example
 from tests.algorithms.conftest import TUNED_EXAMPLES, learner_weights, make_groups_informative, shrink_to_tiny
 
 pytestmark = pytest.mark.usefixtures("ray_session")

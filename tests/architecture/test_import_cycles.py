@@ -74,3 +74,10 @@ def test_no_import_cycles_in_the_package():
     graph = {m: {t for t in targets if not (t.startswith(m + ".") or m.startswith(t + ".") and t)} for m, targets in import_graph().items()}
     bad = [sorted(c) for c in cycles(graph) if frozenset(c) not in ALLOWED]
     assert not bad, f"import cycles: {bad}"
+
+
+def test_the_core_never_imports_the_run_tooling():
+    graph = import_graph()
+    core = {m: {t for t in targets if t == "run" or t.startswith("run.")} for m, targets in graph.items()
+            if m != "run" and not m.startswith("run.")}  # fmt: skip
+    assert not {m: t for m, t in core.items() if t}

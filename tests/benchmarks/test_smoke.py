@@ -85,7 +85,7 @@ def test_learning(tmp_path, ray_session):  # ~12 s on 2 idle cores, plus Ray's s
 
 def test_learning_on_sokoban_replaces_the_main_jobs_env_config():
     from benchmarks.learning import SOKOBAN, sokoban
-    from rllib_llm.cli import load_tuned_example
+    from rllib_llm.run.cli import load_tuned_example
 
     config, _ = load_tuned_example("tuned_examples/numberline_gigpo.py")
     moved = sokoban(config)

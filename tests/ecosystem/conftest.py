@@ -16,7 +16,7 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 @pytest.fixture(scope="session")
 def tracked_run(tmp_path_factory, ray_session):
     """``rllib-llm train`` of the tiny example, tracked to a fresh local MLflow store."""
-    from rllib_llm.cli import main
+    from rllib_llm.run.cli import main
 
     root = tmp_path_factory.mktemp("tracked")
     run_dir, mlruns = root / "run", root / "mlruns"

@@ -7,7 +7,7 @@ import textwrap
 import pytest
 
 from rllib_llm.algorithms.advantages import NORM_MODES
-from rllib_llm.cli import main, one_line, run_example
+from rllib_llm.run.cli import main, one_line, run_example
 
 HEADER = """\
 from rllib_llm.algorithms import GiGPOConfig
@@ -73,7 +73,7 @@ def test_an_unknown_training_field_lists_rllib_and_llm_fields(tmp_path, capsys):
 
 
 def test_an_unknown_env_config_key_is_one_line_before_ray_starts(tmp_path, capsys, monkeypatch):
-    import rllib_llm.cli as cli
+    import rllib_llm.run.cli as cli
 
     def no_ray():
         raise AssertionError("Ray started for a config that cannot work")
@@ -86,7 +86,7 @@ def test_an_unknown_env_config_key_is_one_line_before_ray_starts(tmp_path, capsy
 
 
 def test_an_unknown_env_name_is_one_line_with_a_suggestion_before_ray_or_a_run_folder(tmp_path, capsys, monkeypatch):
-    import rllib_llm.cli as cli
+    import rllib_llm.run.cli as cli
 
     def no_ray():
         raise AssertionError("Ray started for a config that cannot work")

@@ -7,8 +7,8 @@ import math
 
 import pytest
 
-from rllib_llm.cli import main
-from rllib_llm.plots import curve_figure, plot_runs, read_held_out, read_progress
+from rllib_llm.run.cli import main
+from rllib_llm.run.plots import curve_figure, plot_runs, read_held_out, read_progress
 from tests.ecosystem.conftest import png_size
 
 
@@ -93,7 +93,7 @@ def test_training_saves_trajectories_and_show_trajectory_prints_them(tracked_run
 
 
 def test_a_trajectory_with_few_shot_turns_labels_them():
-    from rllib_llm.progress import format_trajectory
+    from rllib_llm.run.progress import format_trajectory
 
     step = {"t": 0, "observation": "Target 3, position 2.", "prompt": "...", "response": "+</action>", "action": "+",
             "valid": True, "reward": 1.0}
@@ -123,7 +123,7 @@ def test_the_recorder_is_an_on_train_result_callback_writing_the_trained_episode
 
     from rllib_llm.algorithms.config import LLMConfig
     from rllib_llm.columns import GROUP_ID, PROMPT, RESPONSE_TEXT
-    from rllib_llm.trajectory_recorder import TrajectoryRecorder, record_trajectories
+    from rllib_llm.run.trajectory_recorder import TrajectoryRecorder, record_trajectories
 
     def episode(group: str, word: str) -> SingleAgentEpisode:
         ep = SingleAgentEpisode(observations=["start"], infos=[{}], len_lookback_buffer=0)

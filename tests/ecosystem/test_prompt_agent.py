@@ -9,7 +9,6 @@ import random
 import numpy as np
 import pytest
 
-from rllib_llm.cli import main
 from rllib_llm.prompt_agent import (
     APIError,
     ChatClient,
@@ -19,6 +18,7 @@ from rllib_llm.prompt_agent import (
     messages_output,
     prompt_agent_config,
 )
+from rllib_llm.run.cli import main
 from tests.ecosystem.openai_server import FakeChatServer
 
 MESSAGES = [{"role": "user", "content": "Target 3, position 1."}]
@@ -96,10 +96,10 @@ def test_client_rejects_a_bad_base_url():
 def test_api_prompts_are_the_training_prompts():
     """Step 1's messages, run through the tiny model's chat template, are the ids the training EnvRunner
     generates from on the same seed (same template, few-shot pair, memory and system prompt)."""
-    from rllib_llm.cli import load_tuned_example
     from rllib_llm.columns import PROMPT
     from rllib_llm.env_connectors import encode_chat
     from rllib_llm.env_runner import LLMEnvRunner
+    from rllib_llm.run.cli import load_tuned_example
 
     config = load_tuned_example("tests/fixtures/tiny_numberline.py")[0].group_rollouts(max_episode_steps=1)
     trainer = LLMEnvRunner(config=config)
@@ -173,7 +173,7 @@ def test_image_observations_are_sent_as_image_url_parts():
 
 def test_prompt_agent_drops_a_tuned_examples_response_prefix():
     """A chat API writes the whole reply, so a prefilled ``<action>`` (training only) would be parsed twice."""
-    from rllib_llm.cli import load_tuned_example
+    from rllib_llm.run.cli import load_tuned_example
 
     base = load_tuned_example("tests/fixtures/tiny_numberline.py")[0].group_rollouts(response_prefix="<action>")
     with FakeChatServer() as server:

@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from rllib_llm.quiet import NOTICES, DropNotices, quiet_third_party_notices
+from rllib_llm.run.quiet import NOTICES, DropNotices, quiet_third_party_notices
 
 
 class Collect(logging.Handler):

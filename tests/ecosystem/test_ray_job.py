@@ -149,7 +149,7 @@ def test_readme_cluster_recipe_runs_as_written(tmp_path):
         # A plain `rllib-llm train` on this machine joins the running cluster instead of failing.
         local_out = tmp_path / "local_run"
         joined = subprocess.run(
-            [sys.executable, "-m", "rllib_llm.cli", "train", TINY_EXAMPLE, "--iterations", "1", "--no-eval",
+            [sys.executable, "-m", "rllib_llm.run.cli", "train", TINY_EXAMPLE, "--iterations", "1", "--no-eval",
              "--no-tracking", "--output", str(local_out)],
             cwd=ROOT, env={**env, "RAY_ADDRESS": f"127.0.0.1:{gcs_port}"}, capture_output=True, text=True, timeout=480,
         )

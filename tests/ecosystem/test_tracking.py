@@ -8,8 +8,8 @@ import types
 
 import pytest
 
-from rllib_llm.progress import flatten_metrics
-from rllib_llm.tracking import Tracking, TrackingError, config_params, resolve_tracking_uri, start_tracking
+from rllib_llm.run.progress import flatten_metrics
+from rllib_llm.run.tracking import Tracking, TrackingError, config_params, resolve_tracking_uri, start_tracking
 from tests.conftest import tiny_config
 
 
@@ -128,7 +128,7 @@ def test_missing_mlflow_warns_by_default_and_fails_when_asked_for(monkeypatch, c
 
 
 def test_cli_reports_an_unreachable_tracking_server_in_one_line_before_training(capsys, tmp_path, monkeypatch):
-    from rllib_llm.cli import main
+    from rllib_llm.run.cli import main
 
     with socket.socket() as sock:  # a loopback port nobody listens on
         sock.bind(("127.0.0.1", 0))
@@ -148,7 +148,7 @@ def test_resume_continues_the_checkpointed_runs_mlflow_run(tracked_run, tmp_path
 
     from mlflow.tracking import MlflowClient
 
-    from rllib_llm.cli import main
+    from rllib_llm.run.cli import main
 
     run_dir, mlruns = tmp_path / "run", tmp_path / "mlruns"
     shutil.copytree(tracked_run["run_dir"], run_dir)

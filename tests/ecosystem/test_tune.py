@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rllib_llm.sweeps import SUCCESS_METRIC, sweep_main
+from rllib_llm.run.sweeps import SUCCESS_METRIC, sweep_main
 from tests.ecosystem.conftest import TINY_EXAMPLE
 
 
@@ -12,7 +12,7 @@ from tests.ecosystem.conftest import TINY_EXAMPLE
 def test_tune_grid_reports_every_trial_and_the_best_by_success_rate(tmp_path, capsys, ray_session):
     from mlflow.tracking import MlflowClient
 
-    from rllib_llm.tracking import resolve_tracking_uri
+    from rllib_llm.run.tracking import resolve_tracking_uri
 
     argv = ["--base", TINY_EXAMPLE, "--iterations", "1", "--grid", "group_size=2,4", "--grid", "lr=1e-3,1e-4",
             "--storage", str(tmp_path / "tune"), "--name", "tiny_sweep", "--tracking-uri", str(tmp_path / "mlruns")]
@@ -38,8 +38,8 @@ def test_tune_grid_reports_every_trial_and_the_best_by_success_rate(tmp_path, ca
 def test_a_sweep_hands_the_tuned_examples_stop_criteria_to_tune(monkeypatch, tmp_path):
     from ray import tune
 
-    from rllib_llm.cli import load_tuned_example
-    from rllib_llm.sweeps import run_sweep
+    from rllib_llm.run.cli import load_tuned_example
+    from rllib_llm.run.sweeps import run_sweep
 
     seen = {}
 

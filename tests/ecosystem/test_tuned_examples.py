@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from rllib_llm.cli import load_tuned_example
-from rllib_llm.sweeps import format_summary, grid_param_space, grid_points, parse_grid, summarize
+from rllib_llm.run.cli import load_tuned_example
+from rllib_llm.run.sweeps import format_summary, grid_param_space, grid_points, parse_grid, summarize
 from tests.conftest import tiny_config
 
 EXAMPLES = ["tuned_examples/numberline_gigpo.py", "tests/fixtures/tiny_numberline.py"]
@@ -97,7 +97,7 @@ def test_summarize_picks_the_best_trial_by_success_rate():
 def test_help_is_plain_text_and_every_option_is_described():
     import argparse
 
-    from rllib_llm.cli import build_parser
+    from rllib_llm.run.cli import build_parser
 
     parser = build_parser()
     assert "``" not in parser.format_help() and ":mod:" not in parser.format_help()

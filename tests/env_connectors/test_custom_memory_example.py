@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from rllib_llm.cli import load_tuned_example
 from rllib_llm.columns import PROMPT
 from rllib_llm.env_runner import LLMEnvRunner
+from rllib_llm.run.cli import load_tuned_example
 
 EXAMPLE = Path(__file__).parents[2] / "tuned_examples" / "numberline_custom_memory.py"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from rllib_llm.progress import COLUMNS, format_row, header, row_values, table_columns
+from rllib_llm.run.progress import COLUMNS, format_row, header, row_values, table_columns
 
 SINGLE = {
     "training_iteration": 3,
@@ -62,7 +62,7 @@ def test_a_later_result_missing_an_agent_prints_dashes_in_its_columns():
 
 
 def test_the_table_shows_the_share_of_groups_without_signal():
-    from rllib_llm.progress import COLUMNS, format_row, header, row_values
+    from rllib_llm.run.progress import COLUMNS, format_row, header, row_values
 
     result = {"training_iteration": 3, "learners": {"uninformative_group_fraction": 0.75, "default_policy": {}}}
     values = row_values(result, COLUMNS)
@@ -71,7 +71,7 @@ def test_the_table_shows_the_share_of_groups_without_signal():
 
 
 def test_a_two_player_table_prints_per_agent_columns_short_and_keeps_every_key_in_the_rows():
-    from rllib_llm.progress import header_label, printed_columns
+    from rllib_llm.run.progress import header_label, printed_columns
 
     result = {
         "training_iteration": 1,

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from rllib_llm.cli import main
-from rllib_llm.stopping import check_stop, result_value, stop_reason
+from rllib_llm.run.cli import main
+from rllib_llm.run.stopping import check_stop, result_value, stop_reason
 
 RESULT = {"training_iteration": 3, "time_total_s": 12.5, "env_runners": {"success_rate": 0.75, "agent_a": {"x": 1}}}
 

@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from rllib_llm.cli import main
+from rllib_llm.run.cli import main
 from tests.conftest import tiny_config
 
 pytestmark = pytest.mark.usefixtures("ray_session")
@@ -133,7 +133,7 @@ def test_init_ray_joins_a_cluster_started_with_ray_start(monkeypatch):
     """After `ray start --head`, ray.init() joins that cluster and refuses num_cpus: we join it instead of failing."""
     import ray
 
-    from rllib_llm import cli
+    from rllib_llm.run import cli
 
     calls = []
 

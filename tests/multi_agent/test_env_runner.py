@@ -151,7 +151,7 @@ def test_mapping_to_an_unknown_module_is_a_clear_error(tictactoe_runner, monkeyp
 
 
 def test_trajectory_records_are_one_per_agent(coordination_runner):
-    from rllib_llm.progress import episode_records
+    from rllib_llm.run.progress import episode_records
 
     scripted(coordination_runner, lambda prompt: "<action>3</action>")
     (episode,) = coordination_runner.sample(seeds=[13], group_size=1)

@@ -7,7 +7,7 @@ import random
 import numpy as np
 import pytest
 
-from rllib_llm.cli import load_tuned_example
+from rllib_llm.run.cli import load_tuned_example
 from tests.fake_backends import PolicyBackend
 
 pytestmark = pytest.mark.usefixtures("ray_session")
@@ -111,7 +111,7 @@ def test_one_iteration_of_the_shared_llm_solver_verifier_example():
 
 
 def test_cli_trains_and_evaluates_a_multi_agent_example(tmp_path, capsys):
-    from rllib_llm.cli import main
+    from rllib_llm.run.cli import main
 
     out = tmp_path / "run"
     args = ["train", "tests/multi_agent/fixtures/tiny_tictactoe.py", "--output", str(out), "--no-tracking"]

@@ -18,7 +18,7 @@ LAYOUT = {
 
 
 class FakeAlgo:
-    """Has what :func:`rllib_llm.resume.save_checkpoint` uses (``iteration``, ``save_to_path``) and writes
+    """Has what :func:`rllib_llm.run.checkpoints.save_checkpoint` uses (``iteration``, ``save_to_path``) and writes
     real pickles and JSON in RLlib's layout, ``payload`` bytes of "weights" per state file."""
 
     def __init__(self, iteration: int = 0, payload: int = 2000) -> None:

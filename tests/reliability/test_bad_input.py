@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rllib_llm.cli import main, one_line
 from rllib_llm.models import load_causal_lm, load_tokenizer
+from rllib_llm.run.cli import main, one_line
 from tests.conftest import tiny_config
 
 NAN_INF = st.sampled_from([math.nan, math.inf, -math.inf])
@@ -184,7 +184,7 @@ def test_cli_train_with_a_missing_model_path_exits_2_with_one_line_before_ray(tm
     def no_ray() -> None:
         raise AssertionError("Ray started before the config was checked")
 
-    monkeypatch.setattr("rllib_llm.cli.init_ray", no_ray)
+    monkeypatch.setattr("rllib_llm.run.cli.init_ray", no_ray)
     example = tmp_path / "example.py"
     example.write_text("from tests.conftest import tiny_config\nconfig = tiny_config().llm(model='./no/such/model')\n")
     assert main(["train", str(example), "--output", str(tmp_path / "run"), "--no-tracking"]) == 2

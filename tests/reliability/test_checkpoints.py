@@ -19,9 +19,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rllib_llm import resume
-from rllib_llm.cli import main
-from rllib_llm.resume import (
+from rllib_llm.run import checkpoints
+from rllib_llm.run.checkpoints import (
     MARKER_FILE,
     CheckpointError,
     check_checkpoint,
@@ -32,6 +31,7 @@ from rllib_llm.resume import (
     save_checkpoint,
     truncate_jsonl,
 )
+from rllib_llm.run.cli import main
 from tests.reliability.conftest import FakeAlgo
 
 
@@ -46,7 +46,7 @@ def test_save_then_find_round_trips_iteration_extra_and_rng(tmp_path, fake_algo)
     point = last_checkpoint(tmp_path)
     assert point.iteration == 3 and point.extra == {"before": {"success_rate": 0.5}}
     expected = random.random()
-    resume.restore_rng(pickle.loads((path / resume.RNG_FILE).read_bytes()))
+    checkpoints.restore_rng(pickle.loads((path / checkpoints.RNG_FILE).read_bytes()))
     assert random.random() == expected  # the global RNG continues from where the save left it
 
 
@@ -82,7 +82,7 @@ def test_a_kill_between_the_two_renames_keeps_the_new_checkpoint(tmp_path, fake_
         real_rename(src, dst)
 
     fake_algo.iteration = 2
-    monkeypatch.setattr(resume.os, "rename", rename_once)
+    monkeypatch.setattr(checkpoints.os, "rename", rename_once)
     with pytest.raises(KeyboardInterrupt):
         save_checkpoint(fake_algo, tmp_path)
     monkeypatch.undo()
@@ -96,14 +96,14 @@ SAVER = """
 import sys
 from pathlib import Path
 sys.path.insert(0, {root!r})
-from rllib_llm import resume
+from rllib_llm.run import checkpoints
 from tests.reliability.conftest import FakeAlgo
-resume.capture_rng = dict  # the file protocol is under test here, not the RNGs (and torch imports slowly)
+checkpoints.capture_rng = dict  # the file protocol is under test here, not the RNGs (and torch imports slowly)
 algo = FakeAlgo(iteration={start}, payload=2_000_000)
 print("ready", flush=True)
 while True:
     algo.iteration += 1
-    resume.save_checkpoint(algo, Path({run_dir!r}))
+    checkpoints.save_checkpoint(algo, Path({run_dir!r}))
 """
 
 

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 import torch
 
-from rllib_llm.resume import CHECKPOINT_NAME, TMP_SUFFIX
+from rllib_llm.run.checkpoints import CHECKPOINT_NAME, TMP_SUFFIX
 from tests.reliability.test_kill_loop import final_state, mlflow_runs_of, progress, summary
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -27,7 +27,7 @@ ITERATIONS = 6
 
 
 def train(run_dir: Path, uri: str, resume: bool) -> list[str]:
-    return [sys.executable, "-m", "rllib_llm.cli", "train", EXAMPLE, "--output", str(run_dir), "--iterations",
+    return [sys.executable, "-m", "rllib_llm.run.cli", "train", EXAMPLE, "--output", str(run_dir), "--iterations",
             str(ITERATIONS), "--checkpoint-every", "1", "--tracking-uri", uri, "--experiment", "kills",
             "--eval-seeds", "3", *(["--resume"] if resume else [])]
 

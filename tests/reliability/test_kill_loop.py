@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from rllib_llm import cli
-from rllib_llm.resume import CHECKPOINT_NAME, TMP_SUFFIX
+from rllib_llm.run import cli
+from rllib_llm.run.checkpoints import CHECKPOINT_NAME, TMP_SUFFIX
 
 pytest.importorskip("mlflow")
 

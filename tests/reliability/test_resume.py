@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rllib_llm.cli import main
-from rllib_llm.resume import last_checkpoint, restore, save_checkpoint
+from rllib_llm.run.checkpoints import last_checkpoint, restore, save_checkpoint
+from rllib_llm.run.cli import main
 from tests.conftest import tiny_config
 
 pytestmark = pytest.mark.usefixtures("ray_session")

@@ -9,10 +9,10 @@ import torch
 from ray.rllib.core import DEFAULT_MODULE_ID
 
 from rllib_llm.algorithms.learner_connectors import STEPS, pad_token_batch
-from rllib_llm.cli import load_tuned_example
 from rllib_llm.columns import IMAGE_SIZES, IMAGES, NUM_IMAGES, PROMPT
 from rllib_llm.envs.sokoban.env import IMAGE_ONLY_TEXT
 from rllib_llm.models import TINY_VL_MODEL
+from rllib_llm.run.cli import load_tuned_example
 from tests.algorithms.conftest import TUNED_EXAMPLES, learner_weights, make_groups_informative, shrink_to_tiny
 
 pytestmark = pytest.mark.usefixtures("ray_session")

@@ -19,7 +19,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from rllib_llm.stopping import ITERATIONS, check_stop
+from rllib_llm.run.stopping import ITERATIONS, check_stop
 
 logger = logging.getLogger(__name__)
 
@@ -38,7 +38,7 @@ def grid_param_space(config: Any, grid: dict[str, list]) -> Any:
     list, or a value the config rejects (each grid point is validated)."""
     from ray import tune
 
-    from rllib_llm.cli import one_line
+    from rllib_llm.run.cli import one_line
 
     unknown = [k for k in grid if not hasattr(config, k) or k.startswith("_")]
     if unknown:
@@ -81,7 +81,7 @@ def parse_grid(items: list[str]) -> dict[str, list]:
 def _mlflow_callback(tracking_uri: str | None, experiment: str) -> list:
     """Ray's MLflowLoggerCallback on the store ``rllib-llm train`` uses; [] when mlflow is not installed
     and tracking was not asked for explicitly."""
-    from rllib_llm.tracking import TrackingError, ensure_experiment, resolve_tracking_uri
+    from rllib_llm.run.tracking import TrackingError, ensure_experiment, resolve_tracking_uri
 
     try:
         from mlflow.tracking import MlflowClient
@@ -113,7 +113,7 @@ def run_sweep(
 ) -> Any:
     """Runs the grid with Tune (``tune.Tuner(config.algo_class, param_space=...)``), ``iterations``
     training iterations per trial, each stopped earlier by the other criteria of ``stop`` (a tuned example's
-    stop dict, :mod:`rllib_llm.stopping`); returns Tune's ResultGrid."""
+    stop dict, :mod:`rllib_llm.run.stopping`); returns Tune's ResultGrid."""
     from ray import tune
 
     space = grid_param_space(config, grid)
@@ -187,8 +187,8 @@ def sweep_main(config: Any, grid: dict[str, list], stop: dict | None = None, arg
     config (the tests use the tiny model). Exits with status 2 on a user error."""
     import sys
 
-    from rllib_llm.cli import USER_ERRORS, init_ray, load_tuned_example, one_line
-    from rllib_llm.tracking import TrackingError
+    from rllib_llm.run.cli import USER_ERRORS, init_ray, load_tuned_example, one_line
+    from rllib_llm.run.tracking import TrackingError
 
     parser = argparse.ArgumentParser(description="Ray Tune grid sweep of a tuned example.")
     parser.add_argument("--iterations", type=int, default=None, help="per trial (default stop['training_iteration'])")

@@ -9,7 +9,7 @@
 
 A tuned example is a Python file exposing ``config`` (an LLMConfig) and optionally ``stop``
 (``{"training_iteration": N}``, plus any result entry as a threshold, e.g. ``"time_total_s": 600`` or
-``"env_runners/success_rate": 0.9``; see :mod:`rllib_llm.stopping`), as RLlib's tuned examples do. A training run writes ``DIR/checkpoint``,
+``"env_runners/success_rate": 0.9``; see :mod:`rllib_llm.run.stopping`), as RLlib's tuned examples do. A training run writes ``DIR/checkpoint``,
 ``progress.jsonl``, ``trajectories.jsonl`` and ``summary.json``, and logs params, metrics and the
 checkpoint to MLflow (``./mlruns`` unless ``--tracking-uri``; ``--no-tracking`` turns it off).
 """
@@ -34,7 +34,16 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from rllib_llm.progress import (
+from rllib_llm.run.checkpoints import (
+    CheckpointError,
+    ResumePoint,
+    read_checkpoint,
+    restore,
+    resume_run,
+    run_info,
+    save_checkpoint,
+)
+from rllib_llm.run.progress import (
     episode_record,
     flatten_metrics,
     format_row,
@@ -44,18 +53,9 @@ from rllib_llm.progress import (
     row_values,
     table_columns,
 )
-from rllib_llm.quiet import quiet_third_party_notices
-from rllib_llm.resume import (
-    CheckpointError,
-    ResumePoint,
-    read_checkpoint,
-    restore,
-    resume_run,
-    run_info,
-    save_checkpoint,
-)
-from rllib_llm.stopping import ITERATIONS, check_stop, stop_reason
-from rllib_llm.trajectory_recorder import record_trajectories
+from rllib_llm.run.quiet import quiet_third_party_notices
+from rllib_llm.run.stopping import ITERATIONS, check_stop, stop_reason
+from rllib_llm.run.trajectory_recorder import record_trajectories
 
 logger = logging.getLogger("rllib_llm")
 
@@ -253,7 +253,7 @@ def _resumed_mlflow_run(resumed: ResumePoint | None) -> str | None:
 def _tracking_for(
     args: argparse.Namespace, config: Any, name: str, source: str, output: Path, resumed: ResumePoint | None = None
 ):
-    from rllib_llm.tracking import RUN_DIR_TAG, Tracking, TrackingError, config_params, start_tracking
+    from rllib_llm.run.tracking import RUN_DIR_TAG, Tracking, TrackingError, config_params, start_tracking
 
     if args.no_tracking and not args.wandb_project:
         return Tracking()
@@ -496,7 +496,7 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def plot(args: argparse.Namespace) -> list[Path]:
-    from rllib_llm.plots import plot_runs
+    from rllib_llm.run.plots import plot_runs
 
     try:
         paths = plot_runs(args.run_dirs, args.output)

@@ -2,7 +2,7 @@
 
 Tracking lives in the CLI's training loop rather than in an RLlib callback because the CLI owns what
 becomes the artifacts (the run directory: checkpoint, progress.jsonl, trajectories.jsonl, summary.json).
-Tune sweeps use Ray's own ``MLflowLoggerCallback`` on the same store (see :mod:`rllib_llm.sweeps`).
+Tune sweeps use Ray's own ``MLflowLoggerCallback`` on the same store (see :mod:`rllib_llm.run.sweeps`).
 
 Where runs go (``--tracking-uri``, else ``$MLFLOW_TRACKING_URI``, else ``./mlruns``):
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from rllib_llm.columns import GROUP_ID
-from rllib_llm.progress import episode_records
+from rllib_llm.run.progress import episode_records
 
 
 def pick_episodes(episodes: list, count: int) -> list:
