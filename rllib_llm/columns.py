@@ -46,6 +46,8 @@ TEMPLATE_KEY = "prompt_template"
 TASK_KEY = "task_description"
 FEW_SHOT_KEY = "few_shot"
 RESPONSE_PREFIX_KEY = "response_prefix"
+#: How the env takes actions: ``"tags"`` (the text inside ``<action>...</action>``) or ``"raw"`` (the reply).
+ACTION_FORMAT_KEY = "action_format"
 
 # --- 3. env-to-module batch -----------------------------------------------------------------------------
 
@@ -56,6 +58,9 @@ HISTORY_LENGTH = "history_length"
 PROMPT_IDS = "prompt_ids"
 PROMPT_TEXT = "prompt_text"
 IMAGES = "images"
+
+#: The module-to-env batch: the reply texts, and the env actions parsed from them (RLlib's name).
+ACTIONS = Columns.ACTIONS
 
 # --- 4. extra_model_outputs per step ---------------------------------------------------------------------
 

@@ -26,7 +26,6 @@ from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.env import INPUT_ENV_SINGLE_SPACES, INPUT_ENV_SPACES
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 
-from rllib_llm.action_parsing import parse_action
 from rllib_llm.columns import ENV_REWARD, GROUP_ID, IMAGES, INFO_ACTION_VALID, NUM_IMAGES, PROMPT_IDS, SEED, VALID
 from rllib_llm.envs.registry import make_env
 from rllib_llm.generation import GenerationBackend, SamplingParams, make_backend
@@ -107,7 +106,6 @@ class LLMEnvRunner(GroupEnvRunner):
     def _play(self, episodes: list[SingleAgentEpisode], params: SamplingParams, explore: bool) -> RolloutCounters:
         """Lock-step play: prompts of every active episode (env-to-module pipeline), one generate call,
         the parsed actions to the envs, the step recorded with its ``extra_model_outputs``."""
-        raw_format = [getattr(env, "action_format", "tags") == "raw" for env in self.envs]
         counters = RolloutCounters()
         for step in range(self.config.max_episode_steps):
             active = [i for i, ep in enumerate(episodes) if not ep.is_done]
@@ -130,11 +128,10 @@ class LLMEnvRunner(GroupEnvRunner):
                 outputs = self.backend.generate(prompts, params)
             counters.generate_seconds += time.perf_counter() - start
             counters.generate_calls += 1
-            for j, (i, prompt_ids, out) in enumerate(zip(active, prompts, outputs, strict=True)):
+            actions = self._actions([episodes[i] for i in active], outputs, explore)
+            for j, (i, prompt_ids, out, action) in enumerate(zip(active, prompts, outputs, actions, strict=True)):
                 counters.generated_tokens += len(out.token_ids)
                 episode = episodes[i]
-                reply = self.config.response_prefix + out.text
-                action = reply if raw_format[i] else parse_action(reply)
                 record = step_record(prompt_ids, out, episode)
                 result, error = self._env_step(i, episode, action)
                 if error is None:

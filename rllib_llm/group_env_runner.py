@@ -39,7 +39,9 @@ from ray.rllib.utils.checkpoints import Checkpointable
 from ray.rllib.utils.framework import get_device
 
 from rllib_llm.columns import (
+    ACTION_FORMAT_KEY,
     ACTION_LOGP,
+    ACTIONS,
     ANCHOR,
     ENV_ERROR,
     ENV_FAULTS,
@@ -127,7 +129,8 @@ def step_record(prompt_ids: list[int], output: Any, episode: Any) -> dict[str, A
 
 
 def prompt_fields(config: Any, env: Any, template: str, task: str, agent_id: str | None = None) -> dict[str, Any]:
-    """The per-episode fields the prompt connector reads (template, task, few-shot examples, reply prefix).
+    """The per-episode fields the connectors read (template, task, few-shot examples, reply prefix, the env's
+    action format).
 
     Few-shot examples come from the config, else the env; a dict of them is keyed by agent id."""
     few_shot = config.few_shot if config.few_shot is not None else getattr(env, "few_shot", [])
@@ -138,6 +141,7 @@ def prompt_fields(config: Any, env: Any, template: str, task: str, agent_id: str
         TASK_KEY: task,
         FEW_SHOT_KEY: list(few_shot),
         RESPONSE_PREFIX_KEY: config.response_prefix,
+        ACTION_FORMAT_KEY: getattr(env, "action_format", "tags"),
     }
 
 
@@ -188,6 +192,7 @@ class GroupEnvRunner(EnvRunner, Checkpointable):
         self.make_env()
         self.make_module()
         self.sampling = SamplingParams.from_dict(self.config.sampling)
+        self._module_to_env = self.config.build_module_to_env_connector(env=self.env, spaces=self.get_spaces())
 
     # --- what a subclass provides --------------------------------------------------------------------
 
@@ -393,6 +398,19 @@ class GroupEnvRunner(EnvRunner, Checkpointable):
                 rl_module=self.module,
             ),
         )
+
+    def _actions(self, episodes: list, outputs: list, explore: bool) -> list:
+        """The env action of each (single-agent) episode's reply: the module-to-env pipeline
+        (:class:`~rllib_llm.env_connectors.actions.ParseActions` by default) on the reply texts."""
+        batch = self._module_to_env(
+            rl_module=self.module,
+            batch={RESPONSE_TEXT: [out.text for out in outputs]},
+            episodes=episodes,
+            explore=explore,
+            shared_data={},
+            metrics=self.metrics,
+        )
+        return batch[ACTIONS]
 
     @staticmethod
     def _step_failure_info(error: str) -> dict[str, Any]:

@@ -38,6 +38,7 @@ from rllib_llm.algorithms.learner_connectors import (
 )
 from rllib_llm.algorithms.losses import KL_ESTIMATORS, LOSS_AGG_MODES, POLICY_LOSSES
 from rllib_llm.env_connectors import default_env_to_module
+from rllib_llm.env_connectors.actions import default_module_to_env
 from rllib_llm.envs.registry import env_config_errors, env_name_errors
 from rllib_llm.generation import BACKENDS, SamplingParams
 from rllib_llm.models import ModelSpec, hub_model_error
@@ -77,6 +78,7 @@ class LLMConfig(AlgorithmConfig):
         self.add_default_connectors_to_module_to_env_pipeline = False
         self.add_default_connectors_to_learner_pipeline = False
         self._env_to_module_connector = default_env_to_module
+        self._module_to_env_connector = default_module_to_env
         self.restart_failed_sub_environments = True
         # .llm()
         self.llm_model: dict[str, Any] = ModelSpec().to_dict()
@@ -150,7 +152,7 @@ class LLMConfig(AlgorithmConfig):
 
     #: What :meth:`rollouts_like` copies: the task and how it is rolled out, not how it is trained.
     ROLLOUT_FIELDS: tuple[str, ...] = (
-        "env", "env_config", "_env_to_module_connector", "llm_model", "gradient_checkpointing",
+        "env", "env_config", "_env_to_module_connector", "_module_to_env_connector", "llm_model", "gradient_checkpointing",
         "generation_backend", "generation_backend_options", "sampling", "group_size", "num_groups",
         "max_episode_steps", "invalid_action_penalty", "prompt_template", "few_shot", "response_prefix",
         "env_step_timeout_s", "evaluation_num_seeds", "evaluation_seed_offset", "seed",

@@ -29,7 +29,6 @@ from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec
 from ray.rllib.env import INPUT_ENV_SINGLE_SPACES, INPUT_ENV_SPACES
 from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
 
-from rllib_llm.action_parsing import parse_action
 from rllib_llm.columns import AGENT_ID, ENV_REWARD, GROUP_ID, INFO_ACTION_VALID, PROMPT_IDS, SEED, VALID
 from rllib_llm.env_connectors.memory import INVALID_ACTION
 from rllib_llm.generation import SamplingParams, make_backend
@@ -197,13 +196,16 @@ class LLMMultiAgentEnvRunner(GroupEnvRunner):
             if not requests:
                 break
             outputs, prompts = self._generate(episodes, requests, params, explore, counters)
+            agent_episodes = [self.agent_episode(i, episodes[i], a) for i, a in requests]
+            parsed = self._actions(agent_episodes, [outputs[key] for key in requests], explore)
+            actions = dict(zip(requests, parsed, strict=True))
             counters.generated_tokens += sum(len(out.token_ids) for out in outputs.values())
             by_env: dict[int, list[str]] = defaultdict(list)
             for i, agent_id in requests:
                 by_env[i].append(agent_id)
             for i, agent_ids in by_env.items():
                 self._joint_step(
-                    i, episodes[i], agent_ids, outputs, prompts, last=step == self.config.max_episode_steps - 1
+                    i, episodes[i], agent_ids, outputs, prompts, actions, last=step == self.config.max_episode_steps - 1
                 )
                 self._episode_callback("on_episode_step", i, episodes[i])
         return counters
@@ -244,15 +246,12 @@ class LLMMultiAgentEnvRunner(GroupEnvRunner):
         return outputs, prompts
 
     def _joint_step(
-        self, i: int, episode: MultiAgentEpisode, agent_ids: list[str], outputs, prompts, *, last: bool
+        self, i: int, episode: MultiAgentEpisode, agent_ids: list[str], outputs, prompts, parsed, *, last: bool
     ) -> None:
-        env = self.adapters[i].env
-        raw = getattr(env, "action_format", "tags") == "raw"
         actions, extra, recorded = {}, {}, {}
         for agent_id in agent_ids:
             out = outputs[(i, agent_id)]
-            reply = self.config.response_prefix + out.text
-            actions[agent_id] = reply if raw else parse_action(reply)
+            actions[agent_id] = parsed[(i, agent_id)]
             recorded[agent_id] = actions[agent_id] if actions[agent_id] is not None else INVALID_ACTION
             extra[agent_id] = step_record(prompts[(i, agent_id)], out, episode.agent_episodes[agent_id])
         transition = self._transition(i, episode, actions)

@@ -153,7 +153,9 @@ def test_prompt_fields_take_few_shot_from_the_config_else_the_env_and_per_agent_
         TASK_KEY: "task",
         FEW_SHOT_KEY: [("env obs", "<action>+</action>")],
         RESPONSE_PREFIX_KEY: "<action>",
+        "action_format": "tags",
     }
+    assert prompt_fields(own, SimpleNamespace(few_shot=[], action_format="raw"), "T", "")["action_format"] == "raw"
     assert prompt_fields(SimpleNamespace(few_shot=[], response_prefix=""), env, "T", "")[FEW_SHOT_KEY] == []
     per_agent = SimpleNamespace(few_shot={"solver": [("s", "r")]}, response_prefix="")
     assert prompt_fields(per_agent, env, "T", "", "solver")[FEW_SHOT_KEY] == [("s", "r")]
@@ -202,3 +204,21 @@ def test_rllib_num_episodes_and_num_timesteps_requests(runner):
     assert len(runner.sample(num_episodes=4)) == 6  # whole groups of 3
     episodes = runner.sample(num_timesteps=20)
     assert sum(len(ep) for ep in episodes) >= 20 and len(episodes) % 3 == 0
+
+
+def test_action_parsing_is_a_module_to_env_connector_a_user_can_swap():
+    from rllib_llm.env_connectors.actions import ParseActions
+
+    def first_symbol(reply: str) -> str | None:  # e.g. verl-agent's projection: any admissible token in the reply
+        return next((s for s in "+-" if s in reply), None)
+
+    config = tiny_config(group_size=2, num_groups=1, max_episode_steps=2).env_runners(
+        module_to_env_connector=lambda env, spaces: [ParseActions(parser=first_symbol)]
+    )
+    config.validate()
+    runner = LLMEnvRunner(config=config)
+    runner.backend = ScriptedBackend(runner.module.tokenizer, ["I go - now", "no symbol"])
+    episodes = runner.sample(seeds=[3])
+    # the default parser finds no <action> block in either reply; this one takes "-" from the first
+    assert episodes[0].get_actions()[0] == "-" and episodes[0].get_extra_model_outputs(VALID)[0]
+    assert episodes[1].get_actions()[0] is None and not episodes[1].get_extra_model_outputs(VALID)[0]
