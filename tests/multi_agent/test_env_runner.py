@@ -225,3 +225,13 @@ def test_a_failed_reset_is_retried_on_a_fresh_env_and_counted_on_its_episode(tim
     # the retried env reset with the group's seed: both episodes start from the same board
     first = [ep.agent_episodes["player_1"].get_observations(0) for ep in episodes]
     assert first[0] == first[1] and all(ep.is_done for ep in episodes)
+
+
+def test_multi_agent_rollouts_report_the_same_response_fault_metrics_as_single_agent(timeout_runner):
+    from rllib_llm.metrics import EMPTY_RESPONSE_RATE, TRUNCATED_RESPONSE_RATE, UNDECODABLE_RESPONSE_RATE
+
+    scripted(timeout_runner, lambda prompt: "")  # every reply empty: invalid, and counted as such
+    timeout_runner.sample(seeds=[2])
+    metrics = timeout_runner.get_metrics()
+    assert metrics[EMPTY_RESPONSE_RATE] == 1.0 and metrics["valid_action_rate"] == 0.0
+    assert metrics[TRUNCATED_RESPONSE_RATE] == 0.0 and metrics[UNDECODABLE_RESPONSE_RATE] == 0.0
