@@ -48,6 +48,7 @@ from rllib_llm.columns import (
     FEW_SHOT_KEY,
     FINISH_REASON,
     INFO_ANCHOR_OBS,
+    INFO_WON,
     PROMPT,
     RESPONSE,
     RESPONSE_PREFIX_KEY,
@@ -415,7 +416,7 @@ class GroupEnvRunner(EnvRunner, Checkpointable):
     @staticmethod
     def _step_failure_info(error: str) -> dict[str, Any]:
         """The info of a step an env failure ended: not won, the error, the action not judged invalid."""
-        return {"won": False, ENV_ERROR: error}
+        return {INFO_WON: False, ENV_ERROR: error}
 
     # --- metrics -------------------------------------------------------------------------------------
 
