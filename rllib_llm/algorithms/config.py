@@ -37,8 +37,7 @@ from rllib_llm.algorithms.learner_connectors import (
     estimator_needs,
 )
 from rllib_llm.algorithms.losses import KL_ESTIMATORS, LOSS_AGG_MODES, POLICY_LOSSES
-from rllib_llm.env_connectors import default_env_to_module
-from rllib_llm.env_connectors.actions import default_module_to_env
+from rllib_llm.env_connectors import default_env_to_module, default_module_to_env
 from rllib_llm.envs.registry import env_config_errors, env_name_errors
 from rllib_llm.generation import BACKENDS, SamplingParams
 from rllib_llm.models import ModelSpec, hub_model_error

@@ -1,4 +1,5 @@
-"""Env-to-module connector pieces: memory modules and prompt building (see each module).
+"""Connector pieces of the EnvRunner: env-to-module memory modules and prompt building, and the
+module-to-env action parser (:mod:`.actions`) (see each module).
 
 A pipeline is one or more memories followed by the prompt builder, configured like any RLlib connector::
 
@@ -7,6 +8,7 @@ A pipeline is one or more memories followed by the prompt builder, configured li
     )
 """
 
+from rllib_llm.env_connectors.actions import ParseActions, default_module_to_env
 from rllib_llm.env_connectors.memory import (
     FullHistoryMemory,
     KeyEventMemory,
@@ -42,12 +44,14 @@ __all__ = [
     "KeyEventMemory",
     "LLMSummarizer",
     "Memory",
+    "ParseActions",
     "PromptTemplate",
     "SlidingWindowMemory",
     "Step",
     "SummaryMemory",
     "TruncatePrompt",
     "default_env_to_module",
+    "default_module_to_env",
     "encode_chat",
     "extractive_summary",
     "fill_template",
