@@ -92,7 +92,7 @@ class LLMEnvRunner(GroupEnvRunner):
 
     # --- sampling ------------------------------------------------------------------------------------
 
-    def _new_episode(self, index: int, seed: int, group_id: str, reset: tuple[Any, dict], faults: int):
+    def _new_episode(self, index: int, seed: int, group_id: str, reset: tuple[Any, dict]):
         observation, info = reset
         env = self.envs[index]
         episode = SingleAgentEpisode(observations=[observation], infos=[info], len_lookback_buffer=0)

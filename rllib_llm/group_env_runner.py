@@ -35,6 +35,7 @@ import ray
 from ray.rllib.callbacks.utils import make_callback
 from ray.rllib.core import COMPONENT_RL_MODULE
 from ray.rllib.env.env_runner import EnvRunner
+from ray.rllib.utils import force_list
 from ray.rllib.utils.checkpoints import Checkpointable
 from ray.rllib.utils.framework import get_device
 
@@ -188,7 +189,7 @@ class GroupEnvRunner(EnvRunner, Checkpointable):
         super().__init__(config=config, **kwargs)
         self._rng = np.random.default_rng(self._seed)
         self._num_rollouts = 0
-        self._callbacks = [cls() for cls in _as_list(self.config.callbacks_class)]
+        self._callbacks = [cls() for cls in force_list(self.config.callbacks_class)]
         self.envs: list[Any] = []
         self.make_env()
         self.make_module()
@@ -205,7 +206,7 @@ class GroupEnvRunner(EnvRunner, Checkpointable):
         """The env object in a slot (for spaces, prompt fields and callbacks)."""
         return slot
 
-    def _new_episode(self, index: int, seed: int, group_id: str, reset: tuple[Any, Any], faults: int) -> Any:
+    def _new_episode(self, index: int, seed: int, group_id: str, reset: tuple[Any, Any]) -> Any:
         """The episode started from ``reset`` (the slot's reset result) with its group's custom data."""
         raise NotImplementedError
 
@@ -379,7 +380,7 @@ class GroupEnvRunner(EnvRunner, Checkpointable):
             for k in range(group_size):
                 index = g * group_size + k
                 reset, faults = self._reset(index, seed)
-                episode = self._new_episode(index, seed, f"{rollout}-{g}", reset, faults)
+                episode = self._new_episode(index, seed, f"{rollout}-{g}", reset)
                 episode.custom_data[ENV_FAULTS] = faults
                 episodes.append(episode)
         return params, episodes
@@ -479,8 +480,3 @@ class GroupEnvRunner(EnvRunner, Checkpointable):
         for slot in self.envs:
             slot.close()
 
-
-def _as_list(value: Any) -> list:
-    if value is None:
-        return []
-    return list(value) if isinstance(value, (list, tuple)) else [value]

@@ -28,6 +28,7 @@ from ray.rllib.connectors.env_to_module import EnvToModulePipeline
 from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec
 from ray.rllib.env import INPUT_ENV_SINGLE_SPACES, INPUT_ENV_SPACES
 from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
+from ray.rllib.utils import force_list
 
 from rllib_llm.columns import AGENT_ID, ENV_REWARD, GROUP_ID, INFO_ACTION_VALID, PROMPT_IDS, SEED, VALID
 from rllib_llm.env_connectors.memory import INVALID_ACTION
@@ -144,7 +145,7 @@ class LLMMultiAgentEnvRunner(GroupEnvRunner):
     def _module_state(self, components: Any) -> dict[str, dict]:
         """Trainable weights per module: all modules for ``rl_module``, the named ones for
         ``rl_module/<id>`` entries."""
-        named = [c.split("/", 1)[1] for c in _as_list(components) if c.startswith("rl_module/")]
+        named = [c.split("/", 1)[1] for c in force_list(components) if c.startswith("rl_module/")]
         wanted = [m for m in self.module.keys() if not named or m in named]
         return {m: self.module[m].get_state(inference_only=True) for m in wanted}
 
@@ -153,7 +154,7 @@ class LLMMultiAgentEnvRunner(GroupEnvRunner):
 
     # --- episodes ------------------------------------------------------------------------------------
 
-    def _new_episode(self, index: int, seed: int, group_id: str, reset: tuple[dict, dict], faults: int):
+    def _new_episode(self, index: int, seed: int, group_id: str, reset: tuple[dict, dict]):
         observations, infos = reset
         env = self.adapters[index].env
         agents = list(env.possible_agents)
@@ -314,6 +315,3 @@ class LLMMultiAgentEnvRunner(GroupEnvRunner):
                 reward = agent_episode.get_rewards(-1) + reward_penalty(self.config, valid)
                 agent_episode.set_extra_model_outputs(key=ENV_REWARD, new_data=reward, at_indices=-1)
 
-
-def _as_list(components) -> list[str]:
-    return [components] if isinstance(components, str) else list(components or ())

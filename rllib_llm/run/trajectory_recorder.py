@@ -14,6 +14,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ray.rllib.utils import force_list
+
 from rllib_llm.columns import GROUP_ID
 from rllib_llm.run.progress import episode_records
 
@@ -68,6 +70,4 @@ def record_trajectories(config: Any, path: str | Path, per_iteration: int) -> No
     """Adds a :class:`TrajectoryRecorder` to ``config``'s ``on_train_result`` callbacks (after any it has)."""
     if per_iteration <= 0:
         return
-    existing = config.callbacks_on_train_result
-    existing = [] if existing is None else list(existing) if isinstance(existing, (list, tuple)) else [existing]
-    config.callbacks(on_train_result=[*existing, TrajectoryRecorder(path, per_iteration)])
+    config.callbacks(on_train_result=[*force_list(config.callbacks_on_train_result), TrajectoryRecorder(path, per_iteration)])
