@@ -19,12 +19,15 @@ Writes benchmarks/results/rollout_throughput.json.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: `benchmarks._common` importable
+
+import torch  # noqa: E402
 
 from benchmarks._common import (  # noqa: E402
     apply_threads,
@@ -37,7 +40,7 @@ from benchmarks._common import (  # noqa: E402
     threads_argument,
     write_results,
 )
-from rllib_llm.columns import RESPONSE
+from rllib_llm.columns import RESPONSE  # noqa: E402
 from rllib_llm.env_runner import LLMEnvRunner
 from rllib_llm.generation import GenerationBackend, GenerationOutput, SamplingParams  # noqa: E402
 
@@ -71,17 +74,22 @@ class TimedBackend(GenerationBackend):
         self.inner.update_weights(state)
 
 
-def build_runner(model: str, steps: int, new_tokens: int, device: str, max_batch_size: int | None) -> LLMEnvRunner:
-    """The main job's EnvRunner with fixed-length responses and ``steps``-step episodes."""
-    options = {"max_batch_size": max_batch_size} if max_batch_size else {}
+def build_runner(model: str, steps: int, new_tokens: int, device: str, max_batch_size: int | None,
+                 backend: str = "hf", backend_options: dict[str, Any] | None = None,
+                 dtype: str | None = None) -> LLMEnvRunner:
+    """The main job's EnvRunner with fixed-length responses and ``steps``-step episodes, its module on
+    ``device`` in ``dtype`` (the ``hf`` backend generates wherever the module's weights are; ``vllm`` in its
+    own engine, built from the module's weights before they move)."""
+    options = {"max_batch_size": max_batch_size} if max_batch_size and backend == "hf" else {}
+    options.update(backend_options or {})
     config = (
         main_job_config(model)
-        .generation(max_new_tokens=new_tokens, stop=[], ignore_eos=True, backend_options=options)
+        .generation(max_new_tokens=new_tokens, stop=[], ignore_eos=True, backend=backend, backend_options=options)
         .group_rollouts(group_size=1, num_groups=1, max_episode_steps=steps)
     )
     config.validate()
     runner = LLMEnvRunner(config=config)
-    runner.module.to(device)  # the backend generates wherever the module's weights are
+    runner.module.to(device=device, dtype=getattr(torch, dtype) if dtype else None)
     return runner
 
 
@@ -104,6 +112,10 @@ def measure(runner: LLMEnvRunner, inner: GenerationBackend, envs: int, mode: str
         "generate_s": backend.seconds,
         "env_steps_per_s": steps / wall,
         "tokens_per_s": tokens / wall,
+        # The generate calls alone on the same prompts, and the whole EnvRunner's share of it (1.0: the
+        # prompt building, parsing and env steps around generation cost nothing).
+        "generate_tokens_per_s": tokens / backend.seconds if backend.seconds > 0 else None,
+        "runner_vs_generate": backend.seconds / wall,
         "load_avg_1m": load_1m(),
     }
     print(f"  {envs:>4} envs {mode:>13}: {wall:7.1f} s, {row['env_steps_per_s']:.2f} env steps/s", flush=True)
@@ -118,12 +130,18 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--model", default="smollm2-135m-instruct")
     parser.add_argument("--device", default="cpu", help="cpu or cuda")
     parser.add_argument("--max-batch-size", type=int, help="the hf backend's (default: the library's, 64)")
+    parser.add_argument("--backend", choices=("hf", "vllm"), default="hf", help="the generation backend")
+    parser.add_argument("--backend-options", type=json.loads, default=None,
+                        help="JSON of generation backend options (vllm: gpu_memory_utilization, engine_kwargs, ...)")
+    parser.add_argument("--dtype", choices=("float32", "bfloat16", "float16"), default=None,
+                        help="the EnvRunner module's dtype on --device (default: the model's)")
     threads_argument(parser)
     output_argument(parser, NAME)
     args = parser.parse_args(argv)
     size = resolve_size(args.size, PRESETS, "steps")
     apply_threads(args.threads)
-    runner = build_runner(args.model, size["steps"], size["new_tokens"], args.device, args.max_batch_size)
+    runner = build_runner(args.model, size["steps"], size["new_tokens"], args.device, args.max_batch_size,
+                          args.backend, args.backend_options, args.dtype)
     inner = runner.backend
     try:
         runner.sample(seeds=[10**6], group_size=1)  # warm-up: first-call allocations, lazy imports
@@ -150,11 +168,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             ("generate_s", ".1f"),
             ("env_steps_per_s", ".2f"),
             ("tokens_per_s", ".1f"),
+            ("generate_tokens_per_s", ".1f"),
+            ("runner_vs_generate", ".2f"),
             ("speedup_vs_one_at_a_time", ".1f"),
             ("load_avg_1m", ".1f"),
         ],
     )
-    summary = {"model": args.model, "device": args.device, **size, "speedup_by_envs": speedups}
+    summary = {"model": args.model, "device": args.device, "backend": args.backend, "dtype": args.dtype, **size,
+               "speedup_by_envs": speedups}
     write_results(args.output, NAME, args, rows, summary=summary)
     return {"rows": rows, "summary": summary}
 

@@ -79,9 +79,8 @@ class LLMEnvRunner(GroupEnvRunner):
     def _modules(self) -> dict[str, Any]:
         return {DEFAULT_MODULE_ID: self.module}
 
-    def _sync_module(self, module_id: str, state: dict) -> None:
-        self.module.set_state(state)
-        self.backend.update_weights(state)
+    def _backends(self) -> dict[str, GenerationBackend]:
+        return {DEFAULT_MODULE_ID: self.backend}
 
     def _module_state(self, components: Any) -> dict:
         return self.module.get_state(inference_only=True)

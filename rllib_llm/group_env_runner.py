@@ -27,6 +27,7 @@ from __future__ import annotations
 import logging
 import math
 import threading
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,7 +58,7 @@ from rllib_llm.columns import (
     TASK_KEY,
     TEMPLATE_KEY,
 )
-from rllib_llm.generation import SamplingParams
+from rllib_llm.generation import GenerationBackend, SamplingParams
 from rllib_llm.metrics import (
     NUM_ENV_FAULTS,
     NUM_ENV_STEPS,
@@ -65,6 +66,7 @@ from rllib_llm.metrics import (
     NUM_EPISODES,
     NUM_GENERATE_CALLS,
     TOKENS_PER_S,
+    WEIGHT_SYNC_S,
     rollout_stats,
 )
 
@@ -218,9 +220,17 @@ class GroupEnvRunner(EnvRunner, Checkpointable):
         """Module id -> (inference-only) RLModule."""
         raise NotImplementedError
 
-    def _sync_module(self, module_id: str, state: dict) -> None:
-        """New weights for one module: into the module and its generation backend."""
+    def _backends(self) -> dict[str, GenerationBackend]:
+        """Module id -> the generation backend that samples for it."""
         raise NotImplementedError
+
+    def _sync_module(self, module_id: str, state: dict) -> None:
+        """New weights for one module: into the module, then its generation backend (timed: the
+        ``weight_sync_s`` metric)."""
+        self._modules()[module_id].set_state(state)
+        start = time.perf_counter()
+        self._backends()[module_id].update_weights(state)
+        self.metrics.log_value(WEIGHT_SYNC_S, time.perf_counter() - start, window=1)
 
     def _module_state(self, components: Any) -> Any:
         """The ``rl_module`` entry of :meth:`get_state`."""
@@ -337,6 +347,8 @@ class GroupEnvRunner(EnvRunner, Checkpointable):
         episodes = self._rollout(seeds, explore, sampling, size, record_metrics)
         while num_timesteps is not None and sum(len(ep) for ep in episodes) < num_timesteps:
             episodes += self._rollout(None, explore, sampling, size, record_metrics)
+        for backend in self._backends().values():
+            backend.release_memory()  # the Learner's turn: e.g. vLLM's KV cache goes back to the GPU
         make_callback(
             "on_sample_end",
             callbacks_objects=self._callbacks,

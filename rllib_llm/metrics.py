@@ -36,6 +36,8 @@ NUM_ENV_STEPS = "num_env_steps_sampled"
 NUM_ENV_STEPS_LIFETIME = "num_env_steps_sampled_lifetime"
 #: Generate calls in the last rollout (multi-agent: one per module per step at most).
 NUM_GENERATE_CALLS = "num_generate_calls"
+#: Seconds the generation backends took to take the Learner's new weights (the last sync).
+WEIGHT_SYNC_S = "weight_sync_s"
 #: Prompts the prompt builder's token budget cut (summed over a rollout).
 NUM_PROMPTS_TRUNCATED = "num_prompts_truncated"
 #: Prefix of a multi-agent result's per-agent sub-dict: ``agent_<id>``.

@@ -1,7 +1,7 @@
 """Generation backends that stand in for a model in tests: scripted replies, real token ids, no model.
 
 Each answers a ``generate(prompts, params)`` call as a :class:`~rllib_llm.generation.GenerationBackend`
-does (token ids, per-token log-probs, text, finish reason), records the calls, and ignores weight syncs.
+does (token ids, per-token log-probs, text, finish reason), records the calls, and ignores weight syncs (the base class's hooks).
 """
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from rllib_llm.generation import GenerationOutput
+from rllib_llm.generation import GenerationBackend, GenerationOutput
 
 
-class PolicyBackend:
+class PolicyBackend(GenerationBackend):
     """Answers each prompt with ``policy(prompt_text)``; ``calls`` holds the size of every generate call."""
 
     def __init__(self, tokenizer: Any, policy: Callable[[str], str]) -> None:
@@ -29,9 +29,6 @@ class PolicyBackend:
             ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
             out.append(GenerationOutput(token_ids=ids, logprobs=[-1.0] * len(ids), text=text, finish_reason="stop"))
         return out
-
-    def update_weights(self, state: Any) -> None:
-        pass
 
 
 class ScriptedBackend(PolicyBackend):

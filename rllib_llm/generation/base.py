@@ -70,6 +70,10 @@ class GenerationBackend(abc.ABC):
     def update_weights(self, state: dict[str, Any]) -> None:  # noqa: B027  (optional hook)
         """Called after the env runner's module got new weights (backends with their own copy reload)."""
 
+    def release_memory(self) -> None:  # noqa: B027  (optional hook)
+        """Called when a rollout is over: a backend that holds GPU memory the Learner could use (vLLM's KV
+        cache) may free it until the next :meth:`generate` or :meth:`update_weights`."""
+
 
 def truncate_at_stop(text: str, stop: list[str]) -> tuple[str, bool]:
     """Cuts ``text`` right after the first stop string; returns (text, whether one was found)."""

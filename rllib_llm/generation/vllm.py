@@ -16,18 +16,18 @@ of a GRPO group still get different samples.
 
 Weight sync (:meth:`VLLMBackend.update_weights`, called after the env runner's module got new weights):
 
-- LoRA (a peft model): the adapter is saved to a new folder and used through a new ``LoRARequest`` (vLLM
-  caches adapters by id, so each version gets its own id). Remote servers load it through
-  ``POST /v1/load_lora_adapter`` (start the server with ``VLLM_ALLOW_RUNTIME_LORA_UPDATING=True`` and a
-  folder both sides see, ``adapter_dir``).
-- Full weights: ``model.load_weights(iterable of (name, tensor))`` on the engine's model, reached by
-  ``LLM.apply_model`` (vLLM >= 0.9, works across the V1 engine-core process) or, on older versions, by
-  ``llm.llm_engine.model_executor.driver_worker.model_runner.model`` (V0). The prefix cache is reset
-  afterwards: its KV blocks were computed by the old weights. With the V1 engine in its own process the
-  function and weights travel pickled, which recent vLLM only allows with
-  ``VLLM_ALLOW_INSECURE_SERIALIZATION=1`` (or run the engine in-process:
-  ``VLLM_ENABLE_V1_MULTIPROCESSING=0``). Remote servers cannot receive full weights through the OpenAI
-  API (NotImplementedError).
+- LoRA (a peft model): only the adapter moves. It is saved to a new folder and used through a new
+  ``LoRARequest`` (vLLM caches adapters by id, so each version gets its own id); the base model in the
+  engine is never re-exported. Remote servers load it through ``POST /v1/load_lora_adapter`` (start the
+  server with ``VLLM_ALLOW_RUNTIME_LORA_UPDATING=True`` and a folder both sides see, ``adapter_dir``).
+- Full weights: by CUDA IPC handles when the module is on the GPU (the engine copies from the module's own
+  tensors), else pickled CPU copies; ``weight_sync`` picks (:mod:`rllib_llm.generation.vllm_weights`).
+  Remote servers cannot receive full weights through the OpenAI API (NotImplementedError).
+
+Colocation (``sleep_between_rollouts=True``, as verl's hybrid engine): the engine is built with vLLM's sleep
+mode; when a rollout is over (:meth:`VLLMBackend.release_memory`, called by the EnvRunner) it sleeps, which
+frees its KV cache (and, at ``sleep_level`` 1, moves its weights to host memory) while the Learner trains.
+A weight sync wakes the weights first; the next ``generate`` wakes the rest.
 """
 
 from __future__ import annotations
@@ -43,6 +43,14 @@ from pathlib import Path
 from typing import Any
 
 from rllib_llm.generation.base import GenerationBackend, GenerationOutput, SamplingParams, truncate_at_stop
+from rllib_llm.generation.vllm_weights import (
+    WEIGHT_SYNC_MODES,
+    as_cpu_tensors,
+    choose_weight_sync,
+    load_engine_weights,
+    load_engine_weights_ipc,
+    normalize_weight_names,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -142,58 +150,10 @@ def parse_completion_choice(choice: Mapping[str, Any], stop: list[str]) -> Gener
     )
 
 
-# --- weights -------------------------------------------------------------------------------------------
-
-
-def normalize_weight_names(state: Mapping[str, Any]) -> dict[str, Any]:
-    """RLModule state keys -> Hugging Face checkpoint names (what vLLM's ``load_weights`` expects).
-
-    The module keeps the HF model as ``.model``, so its keys read ``model.model.layers...`` and
-    ``model.lm_head...``; one leading ``model.`` goes.
-    """
-    if state and all(k.startswith("model.") for k in state):
-        inner = [k[len("model.") :] for k in state]
-        if any(k.startswith(("model.", "lm_head.")) for k in inner):
-            return {k[len("model.") :]: v for k, v in state.items()}
-    return dict(state)
-
-
-def _as_cpu_tensors(state: Mapping[str, Any]) -> list[tuple[str, Any]]:
-    import torch
-
-    return [(name, torch.as_tensor(value).detach().to("cpu")) for name, value in state.items()]
-
-
-def _load_into(model: Any, weights: list[tuple[str, Any]]) -> None:
-    model.load_weights(weights=iter(weights))
-
-
-def load_engine_weights(llm: Any, weights: list[tuple[str, Any]]) -> str:
-    """Loads ``weights`` into an in-process vLLM engine's model; returns which path was used.
-
-    Version-guarded: ``LLM.apply_model`` (vLLM >= 0.9, also reaches a V1 engine-core process, the weights
-    travel pickled) or the V0 attribute path. Resets the prefix cache afterwards.
-    """
-    if hasattr(llm, "apply_model"):
-        import functools
-
-        llm.apply_model(functools.partial(_load_into, weights=weights))
-        path = "apply_model"
-    else:
-        executor = getattr(getattr(llm, "llm_engine", None), "model_executor", None)
-        worker = getattr(executor, "driver_worker", None)
-        runner = getattr(worker, "model_runner", None) or getattr(getattr(worker, "worker", None), "model_runner", None)
-        model = getattr(runner, "model", None)
-        if model is None:
-            raise RuntimeError(
-                "Cannot reach the model inside this vLLM engine to load weights (no LLM.apply_model and no "
-                "llm_engine.model_executor.driver_worker.model_runner.model). Upgrade vLLM (>= 0.9) or use LoRA."
-            )
-        _load_into(model, weights)
-        path = "driver_worker.model_runner.model"
-    if hasattr(llm, "reset_prefix_cache"):
-        llm.reset_prefix_cache()
-    return path
+def base_weights(state: Mapping[str, Any]) -> dict[str, Any]:
+    """A state dict without peft's LoRA layers: adapter tensors dropped, ``.base_layer.`` names restored
+    (a plain model's state passes through)."""
+    return {k.replace(".base_layer.", "."): v for k, v in state.items() if ".lora_" not in k}
 
 
 def _is_peft(model: Any) -> bool:
@@ -210,7 +170,11 @@ class VLLMBackend(GenerationBackend):
     model is saved to a temp folder), ``base_url`` (e.g. ``http://host:8000/v1``: use that server),
     ``served_model`` (its model name; default: the first it lists), ``api_key``, ``concurrency``
     (parallel HTTP requests), ``adapter_dir`` (where LoRA versions are written), ``engine_kwargs``
-    (passed to ``vllm.LLM``, overriding the defaults below), ``gpu_memory_utilization``.
+    (passed to ``vllm.LLM``, overriding the defaults below), ``gpu_memory_utilization``, ``weight_sync``
+    (``auto``/``cuda_ipc``/``pickle``: how full weights reach the engine), ``sleep_between_rollouts`` and
+    ``sleep_level`` (free the engine's GPU memory while the Learner trains; see the module docstring).
+
+    After each :meth:`update_weights`, ``last_sync`` says how (``"lora"``, ``"cuda_ipc"``, ``"pickle"``, ...).
     """
 
     def __init__(
@@ -227,7 +191,22 @@ class VLLMBackend(GenerationBackend):
         gpu_memory_utilization: float = 0.5,
         engine_kwargs: dict[str, Any] | None = None,
         timeout_s: float = 600.0,
+        weight_sync: str = "auto",
+        sleep_between_rollouts: bool = False,
+        sleep_level: int = 1,
     ) -> None:
+        if weight_sync not in WEIGHT_SYNC_MODES:
+            raise ValueError(f"weight_sync must be one of {WEIGHT_SYNC_MODES}, got {weight_sync!r}")
+        if sleep_level not in (1, 2):
+            raise ValueError(f"sleep_level must be 1 (weights to host memory) or 2 (weights dropped), got {sleep_level!r}")
+        if sleep_level == 2 and (_is_peft(model) or model is None):
+            raise ValueError("sleep_level=2 drops the engine's weights, which need the full model (model=, no "
+                             "LoRA) to be sent again: use sleep_level=1")
+        self.weight_sync = weight_sync
+        self.sleep_between_rollouts = sleep_between_rollouts and not base_url
+        self.sleep_level = sleep_level
+        self.last_sync: str | None = None
+        self._asleep: set[str] = set()  # the engine's sleeping parts: "weights", "kv_cache"
         self.model = model
         self.tokenizer = tokenizer
         self.base_url = base_url.rstrip("/") if base_url else None
@@ -256,6 +235,8 @@ class VLLMBackend(GenerationBackend):
             logger.warning("This vLLM has no logprobs_mode: log-probs are raw (temperature 1).")
         if self.lora:
             kwargs.update(enable_lora=True, max_lora_rank=_lora_rank(model), max_loras=2)
+        if self.sleep_between_rollouts:
+            kwargs["enable_sleep_mode"] = True
         kwargs.update(engine_kwargs or {})
         self.llm = vllm.LLM(**kwargs)
         self.served_model = None
@@ -263,15 +244,20 @@ class VLLMBackend(GenerationBackend):
     # --- setup helpers -----------------------------------------------------------------------------------
 
     def _export_model(self) -> str:
-        """A folder or hub id vLLM can load the (base) model from."""
+        """A folder or hub id vLLM can load the (base) model from: the model's own, if it has one vLLM reads
+        (a folder with config.json, or "org/model"); else the model saved to a temp folder (a GGUF-loaded or
+        in-memory model). A peft model's base is saved without its adapter layers (vLLM applies the
+        adapters as LoRA requests)."""
         base = self.model.get_base_model() if _is_peft(self.model) else self.model
         if base is None:
             raise ValueError("The vllm backend needs model= (the HF model) or model_path=")
         name = str(getattr(base.config, "_name_or_path", "") or "")
-        if name and (Path(name).expanduser().is_dir() or (not name.startswith((".", "/", "~")) and "/" in name)):
-            return name  # a local folder or a hub id ("org/model")
+        folder = Path(name).expanduser()
+        if (folder / "config.json").is_file() or (not folder.exists() and not name.startswith((".", "/", "~"))
+                                                 and name.count("/") == 1):
+            return name
         self._tmp = tempfile.TemporaryDirectory(prefix="rllib_llm_vllm_")
-        base.save_pretrained(self._tmp.name)
+        base.save_pretrained(self._tmp.name, state_dict=base_weights(base.state_dict()))
         if self.tokenizer is not None:
             self.tokenizer.save_pretrained(self._tmp.name)
         return self._tmp.name
@@ -301,6 +287,7 @@ class VLLMBackend(GenerationBackend):
         if self.llm is None:
             return self._generate_remote(prompts, params)
         vllm = import_vllm()
+        self._wake_up()
         sampling = [vllm.SamplingParams(**sampling_kwargs(params, i)) for i in range(len(prompts))]
         outputs = self.llm.generate(
             [tokens_prompt(p) for p in prompts], sampling, use_tqdm=False, lora_request=self._lora_request
@@ -324,17 +311,50 @@ class VLLMBackend(GenerationBackend):
         self.version += 1
         if self.lora:
             self._update_lora()
+            self.last_sync = "lora"
         elif self.llm is None:
             raise NotImplementedError(
                 "A remote vLLM server cannot receive full weights through the OpenAI API; train with LoRA "
                 "(adapters are loaded with /v1/load_lora_adapter) or use the in-process engine."
             )
         else:
+            self._wake_up(["weights"], reload=False)
             # The local HF model already holds the new weights, under exactly the checkpoint names.
-            source = self.model.state_dict() if self.model is not None else normalize_weight_names(state)
-            weights = _as_cpu_tensors(source)
-            path = load_engine_weights(self.llm, weights)
-            logger.debug("Loaded %d tensors into vLLM via %s (version %d)", len(weights), path, self.version)
+            source = dict(self.model.state_dict()) if self.model is not None else normalize_weight_names(state)
+            self.last_sync = self._load_full_weights(source)
+            logger.debug("Loaded %d tensors into vLLM via %s (version %d)", len(source), self.last_sync, self.version)
+
+    def _load_full_weights(self, source: dict[str, Any]) -> str:
+        if choose_weight_sync(self.weight_sync, source, self.llm) == "cuda_ipc":
+            try:
+                return load_engine_weights_ipc(self.llm, source)
+            except Exception as e:  # noqa: BLE001  (documented fallback: the engine on another GPU, an old vLLM)
+                if self.weight_sync == "cuda_ipc":
+                    raise
+                logger.warning("vLLM weight sync by CUDA IPC failed (%s: %s); using pickled CPU copies from now on.",
+                               type(e).__name__, e)
+                self.weight_sync = "pickle"
+        return load_engine_weights(self.llm, as_cpu_tensors(source))
+
+    # --- colocation (sleep mode) -------------------------------------------------------------------------
+
+    def release_memory(self) -> None:
+        """Puts the engine to sleep after a rollout when ``sleep_between_rollouts`` (else nothing)."""
+        if not self.sleep_between_rollouts or self.llm is None or self._asleep:
+            return
+        self.llm.sleep(level=self.sleep_level)
+        self._asleep = {"weights", "kv_cache"}
+
+    def _wake_up(self, tags: list[str] | None = None, reload: bool = True) -> None:
+        """Wakes the sleeping parts among ``tags`` (all when None). Weights that slept at level 2 were
+        dropped: unless a sync follows (``reload=False``), they are loaded again from the local model."""
+        wanted = set(self._asleep) if tags is None else self._asleep & set(tags)
+        if not wanted or self.llm is None:
+            return
+        self.llm.wake_up(tags=sorted(wanted))
+        self._asleep -= wanted
+        if "weights" in wanted and self.sleep_level == 2 and reload:
+            self._load_full_weights(dict(self.model.state_dict()))
 
     def _update_lora(self) -> None:
         root = self.adapter_dir or Path(self._adapter_tmp())

@@ -32,7 +32,7 @@ from ray.rllib.utils import force_list
 
 from rllib_llm.columns import AGENT_ID, ENV_REWARD, GROUP_ID, INFO_ACTION_VALID, PROMPT_IDS, SEED, VALID
 from rllib_llm.env_connectors.memory import INVALID_ACTION
-from rllib_llm.generation import SamplingParams, make_backend
+from rllib_llm.generation import GenerationBackend, SamplingParams, make_backend
 from rllib_llm.group_env_runner import GroupEnvRunner, RolloutCounters, prompt_fields, reward_penalty, step_record
 from rllib_llm.multi_agent.envs.base import agent_prompt_template, agent_task_description
 from rllib_llm.multi_agent.pettingzoo_adapter import ALL, PettingZooAdapter, Transition, make_multi_agent_env
@@ -138,9 +138,8 @@ class LLMMultiAgentEnvRunner(GroupEnvRunner):
     def _modules(self) -> dict[str, Any]:
         return {module_id: self.module[module_id] for module_id in self.module.keys()}
 
-    def _sync_module(self, module_id: str, state: dict) -> None:
-        self.module[module_id].set_state(state)
-        self.backends[module_id].update_weights(state)
+    def _backends(self) -> dict[str, GenerationBackend]:
+        return self.backends
 
     def _module_state(self, components: Any) -> dict[str, dict]:
         """Trainable weights per module: all modules for ``rl_module``, the named ones for

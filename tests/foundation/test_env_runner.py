@@ -222,3 +222,31 @@ def test_action_parsing_is_a_module_to_env_connector_a_user_can_swap():
     # the default parser finds no <action> block in either reply; this one takes "-" from the first
     assert episodes[0].get_actions()[0] == "-" and episodes[0].get_extra_model_outputs(VALID)[0]
     assert episodes[1].get_actions()[0] is None and not episodes[1].get_extra_model_outputs(VALID)[0]
+
+
+class MemoryTrackingBackend(ScriptedBackend):
+    """Records the EnvRunner's calls of the backend's hooks in order."""
+
+    def __init__(self, tokenizer) -> None:
+        super().__init__(tokenizer, ["<action>+</action>"])
+        self.events: list[str] = []
+
+    def generate(self, prompts, params):
+        self.events.append("generate")
+        return super().generate(prompts, params)
+
+    def release_memory(self) -> None:
+        self.events.append("release")
+
+    def update_weights(self, state) -> None:
+        self.events.append("sync")
+
+
+def test_backends_release_memory_after_each_sample_and_weight_syncs_are_timed(runner):
+    runner.backend = backend = MemoryTrackingBackend(runner.module.tokenizer)
+    runner.sample(seeds=[5])
+    assert backend.events[-1] == "release" and backend.events.count("release") == 1
+    assert set(backend.events[:-1]) == {"generate"}  # not between the steps of one rollout
+    runner.set_state({"rl_module": runner.module.get_state(inference_only=True)})
+    assert backend.events[-1] == "sync"
+    assert runner.get_metrics()["weight_sync_s"] >= 0.0

@@ -14,16 +14,16 @@ import pytest
 import torch
 
 from rllib_llm.generation import SamplingParams, make_backend
+from rllib_llm.generation import vllm as vllm_backend
 from rllib_llm.generation.vllm import (
     completion_request,
-    load_engine_weights,
     map_finish_reason,
-    normalize_weight_names,
     parse_completion_choice,
     parse_request_output,
     sampling_kwargs,
     tokens_prompt,
 )
+from rllib_llm.generation.vllm_weights import choose_weight_sync, load_engine_weights, normalize_weight_names
 from rllib_llm.models import apply_lora, build_tiny_model
 
 
@@ -127,6 +127,7 @@ class FakeLLM:
         self.calls: list[dict] = []
         self.engine_model = FakeEngineModel()
         self.prefix_resets = 0
+        self.events: list[tuple] = []
 
     def generate(self, prompts, sampling, use_tqdm, lora_request):
         self.calls.append({"prompts": prompts, "sampling": sampling, "lora": lora_request})
@@ -137,6 +138,12 @@ class FakeLLM:
 
     def reset_prefix_cache(self):
         self.prefix_resets += 1
+
+    def sleep(self, level):
+        self.events.append(("sleep", level))
+
+    def wake_up(self, tags=None):
+        self.events.append(("wake_up", tuple(tags)))
 
 
 @dataclass
@@ -193,6 +200,13 @@ def test_lora_models_sync_adapters_as_new_lora_requests(fake_vllm, tokenizer, tm
     model = apply_lora(build_tiny_model(tokenizer), {"r": 4, "lora_alpha": 8})
     backend = make_backend("vllm", model=model, tokenizer=tokenizer, adapter_dir=str(tmp_path))
     assert backend.llm.kwargs["enable_lora"] is True and backend.llm.kwargs["max_lora_rank"] == 8
+    from safetensors import safe_open
+
+    exported = Path(backend.llm.kwargs["model"])  # the base without peft's layers, under checkpoint names
+    with safe_open(str(next(exported.glob("*.safetensors"))), "pt") as f:
+        names = set(f.keys())
+    assert names and not any("lora_" in n or "base_layer" in n for n in names)
+    assert "model.layers.0.self_attn.q_proj.weight" in names
     backend.generate([[1]], SamplingParams())
     assert backend.llm.calls[-1]["lora"] is None
     for version in (1, 2):
@@ -254,3 +268,88 @@ def test_remote_lora_versions_are_loaded_by_the_server(monkeypatch, tokenizer, t
     load = next(b for p, b in requests if p == "/load_lora_adapter")
     assert load["lora_name"] == "policy-v1" and (Path(load["lora_path"]) / "adapter_config.json").is_file()
     assert requests[-1][1]["model"] == "policy-v1"
+
+
+# --- weight sync paths and colocation (sleep mode) ---------------------------------------------------------
+
+
+def test_weight_sync_choice():
+    on_cuda = {"w": SimpleNamespace(device=SimpleNamespace(type="cuda"))}
+    engine, old_engine = SimpleNamespace(collective_rpc=None), SimpleNamespace()
+    assert choose_weight_sync("auto", on_cuda, engine) == "cuda_ipc"
+    assert choose_weight_sync("auto", on_cuda, old_engine) == "pickle"  # no collective_rpc
+    assert choose_weight_sync("auto", {"w": torch.ones(1)}, engine) == "pickle"  # CPU tensors
+    assert choose_weight_sync("auto", {}, engine) == "pickle"
+    assert choose_weight_sync("pickle", on_cuda, engine) == "pickle"
+    with pytest.raises(ValueError, match="weight_sync must be one of"):
+        choose_weight_sync("nccl", on_cuda, engine)
+
+
+def test_full_weight_sync_uses_cuda_ipc_and_falls_back_to_pickle_once(fake_vllm, tokenizer, monkeypatch, caplog):
+    model = build_tiny_model(tokenizer)
+    ipc_calls = []
+
+    def ipc(llm, weights):
+        ipc_calls.append(set(weights))
+        return "cuda_ipc"
+
+    monkeypatch.setattr(vllm_backend, "load_engine_weights_ipc", ipc)
+    backend = make_backend("vllm", model=model, tokenizer=tokenizer, weight_sync="cuda_ipc")
+    backend.update_weights({})
+    assert backend.last_sync == "cuda_ipc" and ipc_calls == [set(model.state_dict())]
+    assert backend.llm.engine_model.loaded == []  # nothing pickled
+
+    def broken(llm, weights):
+        raise RuntimeError("invalid device pointer")
+
+    monkeypatch.setattr(vllm_backend, "load_engine_weights_ipc", broken)
+    with pytest.raises(RuntimeError, match="invalid device pointer"):  # asked for IPC explicitly: no fallback
+        backend.update_weights({})
+    monkeypatch.setattr(vllm_backend, "choose_weight_sync", lambda mode, weights, llm: "cuda_ipc" if mode == "auto" else mode)
+    auto = make_backend("vllm", model=model, tokenizer=tokenizer)
+    with caplog.at_level("WARNING"):
+        auto.update_weights({})
+    assert auto.last_sync == "apply_model" and auto.weight_sync == "pickle"
+    assert "CUDA IPC failed" in caplog.text and set(dict(auto.llm.engine_model.loaded)) == set(model.state_dict())
+    with pytest.raises(ValueError, match="weight_sync must be one of"):
+        make_backend("vllm", model=model, tokenizer=tokenizer, weight_sync="nccl")
+
+
+def test_sleep_between_rollouts_frees_the_engine_and_wakes_what_each_call_needs(fake_vllm, tokenizer):
+    model = build_tiny_model(tokenizer)
+    backend = make_backend("vllm", model=model, tokenizer=tokenizer, weight_sync="pickle", sleep_between_rollouts=True)
+    llm = backend.llm
+    assert llm.kwargs["enable_sleep_mode"] is True
+    backend.generate([[1]], SamplingParams())
+    assert llm.events == []  # awake from the start
+    backend.release_memory()
+    backend.release_memory()  # already asleep: once
+    assert llm.events == [("sleep", 1)]
+    backend.update_weights({})  # the weights wake for the sync, the KV cache stays freed
+    assert llm.events[-1] == ("wake_up", ("weights",)) and len(llm.engine_model.loaded) > 0
+    backend.generate([[1]], SamplingParams())
+    backend.generate([[1]], SamplingParams())
+    assert llm.events[1:] == [("wake_up", ("weights",)), ("wake_up", ("kv_cache",))]
+    backend.release_memory()
+    backend.generate([[1]], SamplingParams())  # no sync in between: everything wakes at once
+    assert llm.events[-2:] == [("sleep", 1), ("wake_up", ("kv_cache", "weights"))]
+    assert "enable_sleep_mode" not in make_backend("vllm", model=model, tokenizer=tokenizer).llm.kwargs
+
+
+def test_level_2_sleep_reloads_dropped_weights_unless_a_sync_brings_them(fake_vllm, tokenizer):
+    model = build_tiny_model(tokenizer)
+    backend = make_backend("vllm", model=model, tokenizer=tokenizer, weight_sync="pickle",
+                           sleep_between_rollouts=True, sleep_level=2)
+    llm = backend.llm
+    backend.release_memory()
+    backend.generate([[1]], SamplingParams())  # weights were dropped: loaded again from the local model
+    assert llm.events == [("sleep", 2), ("wake_up", ("kv_cache", "weights"))]
+    assert set(dict(llm.engine_model.loaded)) == set(model.state_dict())
+    loaded = len(llm.engine_model.loaded)
+    backend.release_memory()
+    backend.update_weights({})  # the sync brings the weights: loaded once, not twice
+    backend.generate([[1]], SamplingParams())
+    assert len(llm.engine_model.loaded) == 2 * loaded
+    lora = apply_lora(build_tiny_model(tokenizer), {"r": 4, "lora_alpha": 8})
+    with pytest.raises(ValueError, match="sleep_level=2 drops"):
+        make_backend("vllm", model=lora, tokenizer=tokenizer, sleep_between_rollouts=True, sleep_level=2)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from rllib_llm.columns import ENV_ERROR, ENV_REWARD, FINISH_REASON, RESPONSE_TEXT, VALID
-from rllib_llm.generation import GenerationOutput
+from rllib_llm.generation import GenerationBackend, GenerationOutput
 from rllib_llm.metrics import episode_success
 from tests.conftest import tiny_config
 from tests.reliability import faulty_env
@@ -112,7 +112,7 @@ def byte_chars() -> dict[int, str]:
     return dict(zip(bs + others, map(chr, bs + [256 + n for n in range(len(others))]), strict=True))
 
 
-class ScriptedBackend:
+class ScriptedBackend(GenerationBackend):
     """Answers with scripted raw bytes, cut at ``max_new_tokens`` like a real backend (``finish_reason``
     ``"length"``), decoded by the byte tokenizer (invalid UTF-8 becomes U+FFFD)."""
 

@@ -1,0 +1,427 @@
+"""vLLM-backed EnvRunners on the lent GPU (issue 23): weight sync, colocation memory, log-prob agreement,
+and training through ``rllib-llm train`` with ``.generation(backend="vllm")`` next to ``hf``.
+
+Runs on the GPU machine after ``../shared/gpu/vllm`` installed vLLM 0.24 (``source .gpu/install.sh``) and
+``benchmarks/gpu_jobs.py setup``/``stage`` carried Ray and the embedded model's GGUF (module docstring of
+gpu_jobs.py). Steps:
+
+    python benchmarks/vllm_gpu.py measure --out $OUT [--sections sync135 logprobs big]
+    python benchmarks/vllm_gpu.py train --budget-s 360 [--detach]     # the training runs, one process each
+    python benchmarks/vllm_gpu.py report --out $OUT                    # vllm_h200.{json,md} from both
+
+``measure``:
+- ``sync135``: the embedded SmolLM2-135M-Instruct (bf16 on cuda:0) in a ``VLLMBackend``; full-weight
+  ``update_weights`` timed with ``weight_sync="pickle"`` and ``"cuda_ipc"`` (3 syncs each, after perturbing
+  the weights, so every sync moves new numbers), and a check that the engine took them: its log-probs of
+  its own samples against an fp32 forward of the perturbed model.
+- ``logprobs``: the same engine on chat prompts (NumberLine observations in the main job's format) at
+  temperature 1.0 and 0.7: |vLLM - Learner| per response token (the Learner's log-probs: the module's
+  ``token_logprobs`` on an fp32 forward) and the PPO ratio exp(learner - sampler) it gives at iteration 1.
+- ``big``: a random model of Qwen2.5-1.5B's shape: full-weight sync time (pickle vs CUDA IPC), and the peak
+  GPU memory of one rollout + Learner update (fp32 weights, AdamW, a 16 x 512-token batch) with the engine
+  awake during the update vs asleep (``sleep_between_rollouts``: vLLM's sleep mode, level 1).
+
+``train``: the main job (tuned_examples/numberline_gigpo.py) at GPU size (8 groups x 4) through ``python -m
+rllib_llm.run.cli train`` (a wrapper example per run, as ``gpu_jobs.py multiagent``) with ``hf`` and with
+``vllm`` on the same seeds (LoRA, as shipped), ``vllm`` with full weights (CUDA IPC sync, lr 1e-5), ``vllm``
+with the engine asleep while the Learner trains, text Sokoban and multi-agent tic-tac-toe with ``vllm``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+WORK = Path(os.environ.get("VLLM_GPU_WORK", "/root/work/vllm"))
+MODEL = "smollm2-135m-instruct"
+#: Every engine here: FlashAttention (the carried vLLM has no flashinfer).
+ENGINE = {"attention_backend": "FLASH_ATTN"}
+#: Qwen2.5-1.5B's shape (its config.json), random weights: no download.
+QWEN15 = dict(hidden_size=1536, intermediate_size=8960, num_hidden_layers=28, num_attention_heads=12,
+              num_key_value_heads=2, vocab_size=151936, max_position_embeddings=4096, rope_theta=1e6,
+              tie_word_embeddings=True, rms_norm_eps=1e-6)
+
+
+def log(*args: Any) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}]", *args, flush=True)
+
+
+def save(out: Path, name: str, data: dict) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / name).write_text(json.dumps(data, indent=1, default=str))
+
+
+def gpu_used_gib() -> float:
+    import torch
+
+    free, total = torch.cuda.mem_get_info()
+    return (total - free) / 2**30
+
+
+# --- measure -------------------------------------------------------------------------------------------
+
+
+def numberline_prompts(tokenizer: Any, n: int) -> list[list[int]]:
+    """Chat prompts in the main job's format (system rules, the observation, the reply prefilled with
+    ``<action>``) for ``n`` (target, position) states."""
+    from tuned_examples.numberline_gigpo import SYSTEM_PROMPT
+
+    prompts = []
+    for i in range(n):
+        target, position = i % 6, (i * 7 + 3) % 6
+        messages = [{"role": "system", "content": SYSTEM_PROMPT},
+                    {"role": "user", "content": f"Target: {target}. Current position: {position}. Your move?"}]
+        text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        prompts.append(tokenizer(text + "Let me think. ", add_special_tokens=False)["input_ids"])
+    return prompts
+
+
+def learner_logprobs(model: Any, prompts: list[list[int]], responses: list[list[int]], temperature: float) -> list:
+    """Per-token log-probs of each response under ``model`` (the Learner's side: ``token_logprobs``)."""
+    import torch
+
+    from rllib_llm.token_forward import token_logprobs
+
+    out = []
+    with torch.no_grad():
+        for prompt, response in zip(prompts, responses, strict=True):
+            ids = torch.tensor([prompt + response], device="cuda")
+            logits = model(input_ids=ids).logits[:, len(prompt) - 1 : -1]
+            out.append(token_logprobs(logits, ids[:, len(prompt):], temperature)[0].tolist())
+    return out
+
+
+def agreement(sampler: list[list[float]], learner: list[list[float]]) -> dict[str, float]:
+    import math
+
+    diffs = [s - v for a, b in zip(sampler, learner, strict=True) for s, v in zip(a, b, strict=True)]
+    ratios = [math.exp(-d) for d in diffs]  # pi_learner / pi_sampler per token, before any update
+    mean = sum(ratios) / len(ratios)
+    return {
+        "tokens": len(diffs),
+        "max_abs_diff": max(abs(d) for d in diffs),
+        "mean_abs_diff": sum(abs(d) for d in diffs) / len(diffs),
+        "ratio_mean": mean,
+        "ratio_std": (sum((r - mean) ** 2 for r in ratios) / len(ratios)) ** 0.5,
+        "ratio_min": min(ratios),
+        "ratio_max": max(ratios),
+        "ratio_outside_clip_0.2": sum(abs(r - 1) > 0.2 for r in ratios) / len(ratios),
+    }
+
+
+def sample_and_compare(backend: Any, model32: Any, prompts: list[list[int]], temperature: float,
+                       new_tokens: int = 48) -> dict:
+    from rllib_llm.generation import SamplingParams
+
+    outs = backend.generate(prompts, SamplingParams(temperature=temperature, max_new_tokens=new_tokens, seed=0,
+                                                    stop=[]))
+    responses = [list(o.token_ids) for o in outs]
+    row = agreement([list(o.logprobs) for o in outs], learner_logprobs(model32, prompts, responses, temperature))
+    row.update(temperature=temperature, rows=len(prompts), sample_text=outs[0].text[:60])
+    return row
+
+
+def perturb(model: Any, seed: int, scale: float = 0.01) -> None:
+    import torch
+
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn(p.shape, generator=gen, device=p.device, dtype=torch.float32).to(p.dtype) * scale)
+
+
+def time_syncs(backend: Any, model: Any, modes: tuple[str, ...], repeats: int = 3) -> dict[str, list[float]]:
+    import torch
+
+    times: dict[str, list[float]] = {}
+    for mode in modes:
+        backend.weight_sync = mode
+        for r in range(repeats):
+            perturb(model, seed=100 + r, scale=1e-3)
+            torch.cuda.synchronize()
+            start = time.perf_counter()
+            backend.update_weights({})
+            times.setdefault(mode, []).append(time.perf_counter() - start)
+            assert backend.last_sync == ("apply_model" if mode == "pickle" else mode), backend.last_sync
+        log("sync", mode, [f"{t:.3f}" for t in times[mode]])
+    return times
+
+
+def measure_135m(out: Path, results: dict, sections: list[str]) -> None:
+    import torch
+
+    from rllib_llm.generation import make_backend
+    from rllib_llm.models import load_causal_lm, load_tokenizer
+
+    tokenizer = load_tokenizer(MODEL)
+    model = load_causal_lm(MODEL, tokenizer).to("cuda", torch.bfloat16).eval()
+    r = results.setdefault("smollm2_135m", {})
+    r["parameters"] = sum(p.numel() for p in model.parameters())
+    r["bytes_bf16"] = sum(t.numel() * t.element_size() for t in model.state_dict().values())
+    start = time.perf_counter()
+    backend = make_backend("vllm", model=model, tokenizer=tokenizer, gpu_memory_utilization=0.15,
+                           engine_kwargs=dict(ENGINE))
+    r["engine_init_s"] = time.perf_counter() - start
+    prompts = numberline_prompts(tokenizer, 64)
+    if "logprobs" in sections:
+        model32 = copy.deepcopy(model).float()
+        r["logprobs"] = [sample_and_compare(backend, model32, prompts, t) for t in (1.0, 0.7)]
+        log("logprobs", json.dumps(r["logprobs"]))
+        del model32
+        save(out, "vllm_measure.json", results)
+    if "sync135" in sections:
+        r["sync_s"] = time_syncs(backend, model, ("pickle", "cuda_ipc"))
+        perturb(model, seed=7, scale=0.02)  # a visible change; then the engine must agree with the new weights
+        backend.weight_sync = "cuda_ipc"
+        backend.update_weights({})
+        model32 = copy.deepcopy(model).float()
+        r["after_ipc_sync_logprobs"] = sample_and_compare(backend, model32, prompts[:16], 1.0)
+        log("after sync", json.dumps(r["after_ipc_sync_logprobs"]))
+        save(out, "vllm_measure.json", results)
+    backend.llm.llm_engine.engine_core.shutdown()
+    del backend, model
+    torch.cuda.empty_cache()
+
+
+def measure_big(out: Path, results: dict) -> None:
+    """Qwen2.5-1.5B-shaped random model: sync times and colocation memory (see the module docstring)."""
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    from rllib_llm.generation import make_backend
+
+    r = results.setdefault("qwen2_5_1_5b_shape", {})
+    folder = WORK / "qwen15"
+    torch.manual_seed(0)
+    with torch.device("cuda"):
+        model = Qwen2ForCausalLM(Qwen2Config(**QWEN15)).to(torch.bfloat16).eval()
+    r["parameters"] = sum(p.numel() for p in model.parameters())
+    if not (folder / "config.json").is_file():
+        model.save_pretrained(folder)
+    model.config._name_or_path = str(folder)  # the engine loads the saved folder, not a re-export
+    r["gpu_used_gib_model_only"] = gpu_used_gib()
+    engine = dict(ENGINE, skip_tokenizer_init=True, enforce_eager=True, max_model_len=1024)
+    start = time.perf_counter()
+    backend = make_backend("vllm", model=model, tokenizer=None, gpu_memory_utilization=0.35, engine_kwargs=engine,
+                           sleep_between_rollouts=True)
+    r["engine_init_s"] = time.perf_counter() - start
+    r["sync_s"] = time_syncs(backend, model, ("pickle", "cuda_ipc"))
+    save(out, "vllm_measure.json", results)
+
+    import vllm
+
+    def rollout() -> None:
+        backend._wake_up()
+        prompts = [{"prompt_token_ids": [int(t) for t in torch.randint(100, 50000, (256,))]} for _ in range(64)]
+        backend.llm.generate(prompts, vllm.SamplingParams(max_tokens=128, ignore_eos=True, detokenize=False),
+                             use_tqdm=False)
+
+    learner = copy.deepcopy(model).float().train()
+    optimizer = torch.optim.AdamW(learner.parameters(), lr=1e-6)
+
+    def update() -> None:
+        batch = torch.randint(100, 50000, (16, 512), device="cuda")
+        for rows in batch.split(4):  # 4 micro-batches of 4 x 512 tokens, one optimizer step
+            learner(input_ids=rows, labels=rows).loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        torch.cuda.synchronize()
+
+    for label, asleep in (("engine awake during the update", False), ("engine asleep during the update", True)):
+        rollout()
+        if asleep:
+            backend.release_memory()
+        torch.cuda.reset_peak_memory_stats()
+        before = gpu_used_gib()
+        row: dict[str, Any] = {"case": label, "gpu_used_gib_before_update": before}
+        try:
+            start = time.perf_counter()
+            update()
+            row["update_s"] = time.perf_counter() - start
+            peak_own = torch.cuda.max_memory_reserved() / 2**30
+            own_before = torch.cuda.memory_reserved() / 2**30
+            row["learner_process_peak_reserved_gib"] = peak_own
+            # Device peak ~ what other processes (the engine) held + this process's peak.
+            row["device_peak_gib_estimate"] = before - own_before + peak_own
+            start = time.perf_counter()
+            backend.update_weights({})  # wakes the weights if asleep, then syncs
+            row["wake_and_sync_s"] = time.perf_counter() - start
+            start = time.perf_counter()
+            rollout()
+            row["next_rollout_s"] = time.perf_counter() - start
+        except torch.OutOfMemoryError as e:
+            row["error"] = f"OutOfMemoryError: {str(e).splitlines()[0]}"
+            optimizer.zero_grad(set_to_none=True)
+            torch.cuda.empty_cache()
+        r.setdefault("colocation", []).append(row)
+        log(json.dumps(row))
+        save(out, "vllm_measure.json", results)
+    r["gpu_total_gib"] = torch.cuda.mem_get_info()[1] / 2**30
+    backend.llm.llm_engine.engine_core.shutdown()
+
+
+def measure(out: Path, sections: list[str]) -> None:
+    import torch
+    import vllm
+
+    results: dict[str, Any] = {"meta": {"vllm": vllm.__version__, "torch": torch.__version__,
+                                        "gpu": torch.cuda.get_device_name(0), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                                        "sections": sections}}
+    WORK.mkdir(parents=True, exist_ok=True)
+    for name, fn in (("135m", lambda: measure_135m(out, results, sections)), ("big", lambda: measure_big(out, results))):
+        if name == "135m" and not {"sync135", "logprobs"} & set(sections) or name == "big" and "big" not in sections:
+            continue
+        try:
+            fn()
+        except Exception as e:  # noqa: BLE001  (one failed section must not lose the others' numbers)
+            import traceback
+
+            traceback.print_exc()
+            results.setdefault("errors", {})[name] = f"{type(e).__name__}: {e}"
+        save(out, "vllm_measure.json", results)
+
+
+# --- train ---------------------------------------------------------------------------------------------
+
+VLLM_OPTIONS = {"gpu_memory_utilization": 0.06, "engine_kwargs": dict(ENGINE, max_model_len=2048)}
+
+#: name -> (tuned example, config overrides as Python source applied to ``config``).
+RUNS = {
+    "hf_lora": ("tuned_examples/numberline_gigpo.py", ""),
+    "vllm_lora": ("tuned_examples/numberline_gigpo.py", f".generation(backend='vllm', backend_options={VLLM_OPTIONS!r})"),
+    "vllm_lora_sleep": ("tuned_examples/numberline_gigpo.py",
+                        f".generation(backend='vllm', backend_options={dict(VLLM_OPTIONS, sleep_between_rollouts=True)!r})"),
+    "vllm_full": ("tuned_examples/numberline_gigpo.py",
+                  f".generation(backend='vllm', backend_options={dict(VLLM_OPTIONS, weight_sync='cuda_ipc')!r})"
+                  ".llm(model={**config.llm_model, 'lora': None}).training(lr=1e-5)"),
+    "vllm_sokoban": ("benchmarks/learning.py:sokoban",
+                     f".generation(backend='vllm', backend_options={VLLM_OPTIONS!r})"),
+    "vllm_tictactoe": ("tuned_examples/multiagent_tictactoe_grpo.py",
+                       f".generation(backend='vllm', backend_options={VLLM_OPTIONS!r})"),
+}
+DEFAULT_RUNS = ["hf_lora:0", "vllm_lora:0", "hf_lora:1", "vllm_lora:1", "vllm_full:0", "vllm_lora_sleep:0",
+                "vllm_sokoban:0", "vllm_tictactoe:0"]
+
+
+def wrapper_source(name: str, seed: int) -> str:
+    example, overrides = RUNS[name]
+    lines = ["from pathlib import Path", "from rllib_llm.run.cli import load_tuned_example"]
+    if example.startswith("benchmarks/learning.py:"):  # Sokoban: the main job's recipe on text Sokoban
+        lines += ["from benchmarks.learning import sokoban",
+                  f"config, stop = load_tuned_example(Path({str(ROOT / 'tuned_examples/numberline_gigpo.py')!r}))",
+                  "config = config.copy(copy_frozen=False)", "config.env_config = {}", "config = sokoban(config)"]
+    else:
+        lines.append(f"config, stop = load_tuned_example(Path({str(ROOT / example)!r}))")
+    sizes = ".group_rollouts(num_groups=8, group_size=4)" if "tictactoe" not in name else ""
+    lines.append(f"config = config.debugging(seed={seed}).learners(num_gpus_per_learner=1)"
+                 f".env_runners(num_gpus_per_env_runner=1){sizes}")
+    lines.append("config = config.llm(model={**config.llm_model, 'inference_dtype': 'bfloat16'})")
+    if overrides:
+        lines.append(f"config = config{overrides}")
+    return "\n".join(lines) + "\n"
+
+
+def train(runs: list[str], budget_s: float, iterations: int, detach: bool, stagger_s: float) -> None:
+    folder = WORK / "train"
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    cmds = []
+    for i, spec in enumerate(runs):
+        name, seed = spec.split(":")
+        tag = f"{name}_s{seed}"
+        wrapper = folder / f"{tag}.py"
+        wrapper.write_text(wrapper_source(name, int(seed)))
+        cmds.append(f"sleep {i * stagger_s:.0f}; timeout {budget_s + 400:.0f} python3 -m rllib_llm.run.cli train "
+                    f"{wrapper} --output {folder / tag} --iterations {iterations} --time-budget-s {budget_s:.0f} "
+                    f"--eval-seeds 64 --no-tracking --trajectories-per-iter 1 > {folder / tag}.log 2>&1")
+    script = folder / "runs.sh"
+    script.write_text("".join(f"( {cmd} ) &\n" for cmd in cmds) + f"wait\ntouch {folder}/done\n")
+    log("starting", len(cmds), "runs in", folder)
+    if detach:
+        with open(folder / "runs.log", "w") as out:
+            subprocess.Popen(["bash", str(script)], cwd=ROOT, start_new_session=True, stdin=subprocess.DEVNULL,
+                             stdout=out, stderr=subprocess.STDOUT)
+        return
+    subprocess.run(["bash", str(script)], cwd=ROOT, check=False)
+
+
+# --- report --------------------------------------------------------------------------------------------
+
+
+def read_run(folder: Path) -> dict[str, Any]:
+    """One training run's curve (progress.jsonl) and before/after evaluation (summary.json)."""
+    progress = []
+    if (folder / "progress.jsonl").is_file():
+        for line in (folder / "progress.jsonl").read_text().splitlines():
+            try:
+                progress.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+    summary = json.loads((folder / "summary.json").read_text()) if (folder / "summary.json").is_file() else {}
+    return {"progress": progress, "summary": summary}
+
+
+def pick(row: dict, *names: str) -> Any:
+    """The first of ``names`` found in a flat or nested (``a/b``) progress row."""
+    for name in names:
+        node: Any = row
+        for part in name.split("/"):
+            node = node.get(part) if isinstance(node, dict) else None
+        if node is not None:
+            return node
+    return None
+
+
+def report(out: Path, wait_s: float) -> None:
+    folder = WORK / "train"
+    deadline = time.monotonic() + wait_s
+    while folder.is_dir() and not (folder / "done").is_file() and time.monotonic() < deadline:
+        time.sleep(5)
+    runs = {}
+    for log_file in sorted(folder.glob("*.log")):
+        tag = log_file.stem
+        if tag == "runs":
+            continue
+        run = read_run(folder / tag)
+        run["log_tail"] = log_file.read_text(errors="replace").splitlines()[-25:]
+        runs[tag] = run
+    measured = json.loads((out / "vllm_measure.json").read_text()) if (out / "vllm_measure.json").is_file() else {}
+    save(out, "vllm_train.json", {"finished": (folder / "done").is_file(), "runs": runs})
+    log("runs:", {t: (len(r["progress"]), r["summary"].get("eval_after", r["summary"].get("after"))) for t, r in runs.items()})
+    log("measured keys:", list(measured))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("step", choices=("measure", "train", "report"))
+    parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "/tmp/vllm_out")))
+    parser.add_argument("--sections", nargs="+", default=["logprobs", "sync135", "big"])
+    parser.add_argument("--runs", nargs="+", default=DEFAULT_RUNS, help="train: name:seed of RUNS")
+    parser.add_argument("--budget-s", type=float, default=360.0, help="train: each run's training time")
+    parser.add_argument("--iterations", type=int, default=200, help="train: at most")
+    parser.add_argument("--stagger-s", type=float, default=20.0, help="train: start the runs this far apart")
+    parser.add_argument("--detach", action="store_true", help="train: start the runs and return")
+    parser.add_argument("--wait-s", type=float, default=540.0, help="report: wait for the training runs")
+    args = parser.parse_args()
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    if args.step == "measure":
+        measure(args.out, args.sections)
+    elif args.step == "train":
+        train(args.runs, args.budget_s, args.iterations, args.detach, args.stagger_s)
+    else:
+        report(args.out, args.wait_s)
+
+
+if __name__ == "__main__":
+    main()
