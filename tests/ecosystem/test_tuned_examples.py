@@ -106,3 +106,34 @@ def test_help_is_plain_text_and_every_option_is_described():
         assert "``" not in command.format_help()
         undescribed = [a.option_strings or a.dest for a in command._actions if a.dest != "help" and not a.help]
         assert undescribed == [], f"rllib-llm {name}: options without help: {undescribed}"
+
+
+SINGLE_AGENT_EXAMPLES = sorted(
+    str(p) for p in Path("tuned_examples").glob("*.py")
+    if not p.name.startswith("multiagent_") and p.name not in {"sokoban_gigpo_vl.py", "numberline_gigpo_tune.py"}
+)
+
+
+@pytest.mark.parametrize("path", SINGLE_AGENT_EXAMPLES)
+def test_every_single_agent_tuned_example_plays_its_env(path):
+    """Each example's own env, env_config, prompts and memory, with the tiny model: the config validates,
+    and one group plays one step with prompts that name the env's observation and a parsed action."""
+    from rllib_llm.env_runner import LLMEnvRunner
+    from tests.fake_backends import ScriptedBackend
+
+    config, stop = load_tuned_example(path)
+    assert stop["training_iteration"] >= 1
+    config = config.copy(copy_frozen=False)
+    config.llm(model={"name_or_path": "tiny-random-llama", "lora": config.llm_model.get("lora")})
+    config.group_rollouts(group_size=2, num_groups=1, max_episode_steps=1)
+    config.validate()
+    runner = LLMEnvRunner(config=config)
+    try:
+        runner.backend = ScriptedBackend(runner.module.tokenizer, ["<action>x</action>"])
+        [episode, _] = runner.sample(seeds=[3])
+        assert len(episode) == 1 and episode.custom_data  # one step played and recorded
+        first_observation = str(episode.get_observations(0))
+        prompt = runner.module.tokenizer.decode(episode.get_extra_model_outputs("prompt_ids")[0])
+        assert first_observation.splitlines()[0][:20] in prompt
+    finally:
+        runner.stop()

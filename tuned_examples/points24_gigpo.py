@@ -1,0 +1,48 @@
+"""GiGPO on 24 Points (Gym Cards) with the embedded SmolLM2-135M-Instruct: write one formula over four cards
+that makes 24 with + - * / (2 CPU cores).
+
+    rllib-llm train tuned_examples/points24_gigpo.py [--seed S]
+
+Each iteration plays 4 groups x 4 episodes (the envs of a group are dealt the same four cards; only solvable
+hands are dealt); an episode is up to 3 tries, and the first correct formula ends it. The recipe is the main
+job's and EZPoints' (tuned_examples/ezpoints_gigpo.py): instructions in the system prompt, the observation as
+the user turn, one in-context example, replies prefilled with ``<action>`` and stopped at ``</action>``, LoRA
+r16 on every projection, KL 0.2 to the base model, step groups pooled across episode groups (an anchor is the
+four card values). A well-formed formula over other numbers than the cards is an invalid action; a wrong value
+is valid and earns 0. The multi-agent version (a solver and a verifier) is
+tuned_examples/multiagent_points24_gigpo.py.
+
+Measured (``python benchmarks/learning_seeds.py --example tuned_examples/points24_gigpo.py --seeds 0``,
+benchmarks/results/learning_seeds_points24_gigpo.md): see the README's table.
+"""
+
+from pathlib import Path
+
+from rllib_llm.env_connectors import ChatPromptBuilder
+from rllib_llm.run.cli import load_tuned_example
+
+SYSTEM_PROMPT = (
+    "Make 24 from the four cards: use each card's number exactly once with + - * / and brackets. A is 1; J, Q "
+    "and K are 10. Reply with the formula inside <action></action>."
+)
+
+# The main job's recipe (model, LoRA, sampling, training, evaluation), with this env, prompt and sizes.
+main_job, _ = load_tuned_example(Path(__file__).resolve().parent / "numberline_gigpo.py")
+config = (
+    main_job.copy(copy_frozen=False)
+    .environment("Points24", env_config={"max_steps": 3})
+    .env_runners(
+        env_to_module_connector=lambda env, spaces, device: [
+            ChatPromptBuilder(system_prompt=SYSTEM_PROMPT, template="{current_observation}", output_format="")
+        ]
+    )
+    .generation(max_new_tokens=20)
+    .group_rollouts(num_groups=4, max_episode_steps=3, few_shot=[("Cards: 4, 8, 3, A.", "<action>(4+8)*(3-1)</action>")])
+)
+config.env_config = {"max_steps": 3}  # .environment() merges into NumberLine's env_config: replace it
+
+stop = {"training_iteration": 40}
+
+if __name__ == "__main__":
+    from rllib_llm.run.cli import run_example
+    run_example(config, stop)

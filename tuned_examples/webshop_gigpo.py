@@ -1,0 +1,42 @@
+"""GiGPO on WebShop's local shop with the embedded SmolLM2-135M-Instruct (2 CPU cores, no server, no download).
+
+    rllib-llm train tuned_examples/webshop_gigpo.py [--seed S]
+
+The local shop (rllib_llm/envs/webshop) ships a product catalogue and its goals: an episode is an instruction
+("i need throw pillow covers that are corduroy ... price lower than 20.00 dollars"), then up to 6 actions
+among the admissible ones the observation lists (``search[<query>]``, ``click[<item>]``, ``click[buy now]``);
+buying ends it with WebShop's attribute-match reward, and success is a full match. Each iteration plays 3
+groups x 4 episodes (a group shares the goal), the prompt is the env's own template (task, the last 2 steps,
+the page, the admissible actions) and the rest of the recipe is the main job's (LoRA r16, KL 0.2, lr 2e-4).
+Pages are not the whole state (two equal pages can follow different searches), so step groups stay within an
+episode group (``step_grouping="exact"``, the paper's GiGPO). With the real WebShop server: ``env_config=
+{"server_url": "http://host:3000"}``.
+
+Measured (``python benchmarks/learning_seeds.py --example tuned_examples/webshop_gigpo.py --seeds 0``,
+benchmarks/results/learning_seeds_webshop_gigpo.md): see the README's table.
+"""
+
+from pathlib import Path
+
+from rllib_llm.env_connectors import ChatPromptBuilder, SlidingWindowMemory
+from rllib_llm.run.cli import load_tuned_example
+
+SHOP = {"max_steps": 6}
+
+# The main job's recipe (model, LoRA, sampling, training, evaluation), with this env, prompt and sizes.
+main_job, _ = load_tuned_example(Path(__file__).resolve().parent / "numberline_gigpo.py")
+config = (
+    main_job.copy(copy_frozen=False)
+    .environment("WebShop", env_config=SHOP)
+    .env_runners(env_to_module_connector=lambda env, spaces, device: [SlidingWindowMemory(window=2), ChatPromptBuilder()])
+    .generation(max_new_tokens=32)
+    .group_rollouts(max_episode_steps=SHOP["max_steps"], few_shot=[])
+    .training(step_grouping="exact")
+)
+config.env_config = dict(SHOP)  # .environment() merges into NumberLine's env_config: replace it
+
+stop = {"training_iteration": 8}
+
+if __name__ == "__main__":
+    from rllib_llm.run.cli import run_example
+    run_example(config, stop)
