@@ -9,6 +9,16 @@ gpu_jobs.py). Steps:
     python benchmarks/vllm_gpu.py train --budget-s 360 [--detach]     # the training runs, one process each
     python benchmarks/vllm_gpu.py report --out $OUT                    # vllm_h200.{json,md} from both
 
+The device calls that ran it on 2026-12-05 (64 MiB a call, the checkout ~10 MB of it, so ``.gpu/c1`` is split
+in two first: ``head -c 29000000 .gpu/c1/vllm_slim.tar.xz.part-aa > .gpu/c1a/vllm_slim.tar.xz.part-aa1`` and
+the rest with ``tail -c +29000001`` into ``.gpu/c1b/...part-aa2``; install.sh joins ``part-*`` in name order):
+(1) carry ``.whl .carry/ray.tar.xz .carry/gguf.xz.00``: ``gpu_jobs.py setup --skip-dry``; (2) ``.gpu/c1a`` and
+(3) ``.gpu/c1b``: copy into /root/stage; (4) ``.carry/gguf.xz.01 .carry/gguf.xz.02``: ``gpu_jobs.py stage``;
+(5) ``.gpu/c2``: copy into /root/stage; (6) ``.gpu/whl .gpu/install.sh .carry/gguf.xz.03``: ``gpu_jobs.py bar
+--detach ...`` (prepares the GGUF), ``source .gpu/install.sh``, then this script's steps. Export
+``VLLM_USE_FLASHINFER_SAMPLER=0`` (install.sh does) in every later call too, and start one engine per card at a
+time (notes/vllm.md: engines starting together fail to size their KV cache).
+
 ``measure``:
 - ``sync135``: the embedded SmolLM2-135M-Instruct (bf16 on cuda:0) in a ``VLLMBackend``; full-weight
   ``update_weights`` timed with ``weight_sync="pickle"`` and ``"cuda_ipc"`` (3 syncs each, after perturbing
