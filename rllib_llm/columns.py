@@ -58,6 +58,10 @@ HISTORY_LENGTH = "history_length"
 PROMPT_IDS = "prompt_ids"
 PROMPT_TEXT = "prompt_text"
 IMAGES = "images"
+#: What the EnvRunner adds for the module's forward_exploration / forward_inference: the SamplingParams.
+SAMPLING_PARAMS = "sampling_params"
+#: The module's sampling output: one GenerationOutput (token ids, log-probs, text) per prompt.
+GENERATIONS = "generations"
 
 #: The module-to-env batch: the reply texts, and the env actions parsed from them (RLlib's name).
 ACTIONS = Columns.ACTIONS

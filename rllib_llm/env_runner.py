@@ -26,7 +26,18 @@ from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.env import INPUT_ENV_SINGLE_SPACES, INPUT_ENV_SPACES
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 
-from rllib_llm.columns import ENV_REWARD, GROUP_ID, IMAGES, INFO_ACTION_VALID, NUM_IMAGES, PROMPT_IDS, SEED, VALID
+from rllib_llm.columns import (
+    ENV_REWARD,
+    GENERATIONS,
+    GROUP_ID,
+    IMAGES,
+    INFO_ACTION_VALID,
+    NUM_IMAGES,
+    PROMPT_IDS,
+    SAMPLING_PARAMS,
+    SEED,
+    VALID,
+)
 from rllib_llm.envs.registry import make_env
 from rllib_llm.generation import GenerationBackend, SamplingParams, make_backend
 from rllib_llm.group_env_runner import GroupEnvRunner, RolloutCounters, prompt_fields, reward_penalty, step_record
@@ -43,7 +54,16 @@ class LLMEnvRunner(GroupEnvRunner):
         super().__init__(config=config, **kwargs)
         self._env_to_module = self.config.build_env_to_module_connector(env=self.env, spaces=self.get_spaces())
         self.vision = is_vision_model(self.module.model)
-        self.backend = self.make_backend()
+        self.module.generation_backend = self.make_backend()
+
+    @property
+    def backend(self) -> GenerationBackend:
+        """The module's generation backend (what its forward_exploration samples with); assignable."""
+        return self.module.generation_backend
+
+    @backend.setter
+    def backend(self, backend: GenerationBackend) -> None:
+        self.module.generation_backend = backend
 
     # --- construction --------------------------------------------------------------------------------
 
@@ -78,9 +98,6 @@ class LLMEnvRunner(GroupEnvRunner):
 
     def _modules(self) -> dict[str, Any]:
         return {DEFAULT_MODULE_ID: self.module}
-
-    def _backends(self) -> dict[str, GenerationBackend]:
-        return {DEFAULT_MODULE_ID: self.backend}
 
     def _module_state(self, components: Any) -> dict:
         return self.module.get_state(inference_only=True)
@@ -118,13 +135,13 @@ class LLMEnvRunner(GroupEnvRunner):
                 shared_data={},
                 metrics=self.metrics,
             )
-            prompts, images = batch[PROMPT_IDS], None
-            start = time.perf_counter()
             if self.vision:
-                prompts, images = self._image_prompts(batch)
-                outputs = self.backend.generate(prompts, params, images=images)
-            else:
-                outputs = self.backend.generate(prompts, params)
+                batch[PROMPT_IDS], batch[IMAGES] = self._image_prompts(batch)
+            batch[SAMPLING_PARAMS] = params
+            prompts, images = batch[PROMPT_IDS], batch[IMAGES] if self.vision else None
+            start = time.perf_counter()
+            forward = self.module.forward_exploration if explore else self.module.forward_inference
+            outputs = forward(batch)[GENERATIONS]
             counters.generate_seconds += time.perf_counter() - start
             counters.generate_calls += 1
             actions = self._actions([episodes[i] for i in active], outputs, explore)

@@ -1,9 +1,13 @@
 """The LLM policy as an RLlib RLModule (new API stack).
 
-:class:`LLMRLModule` wraps a Hugging Face causal LM. EnvRunners use its ``model`` and ``tokenizer``
-through a generation backend (sampling is not a single forward pass); Learners call ``forward_train`` on a
-token batch and get the log-prob of every response token, which the losses in
-:mod:`rllib_llm.algorithms.losses` consume.
+:class:`LLMRLModule` wraps a Hugging Face causal LM. EnvRunners sample through it as RLlib's do:
+``forward_exploration`` (``forward_inference`` when greedy) on the env-to-module batch (``prompt_ids``, the
+``sampling_params``, the images of a vision prompt) returns ``generations``, one
+:class:`~rllib_llm.generation.GenerationOutput` per prompt. Sampling is many forward passes, so the module
+hands it to its ``generation_backend`` (``hf``, ``vllm``, ...; the EnvRunner attaches the configured one), which
+also receives every weight sync (:meth:`LLMRLModule.set_state`). Override ``_forward_exploration`` to sample
+differently. Learners call ``forward_train`` on a token batch and get the log-prob of every response token,
+which the losses in :mod:`rllib_llm.algorithms.losses` consume.
 
 Batch columns (built by :class:`rllib_llm.algorithms.learner_connectors.StepsToTokenBatch`):
 ``input_ids`` and ``attention_mask`` of shape [B, P + R]: the prompt left-padded to P tokens followed by
@@ -31,7 +35,20 @@ from ray.rllib.core.rl_module.apis import InferenceOnlyAPI
 from ray.rllib.core.rl_module.torch import TorchRLModule
 from ray.util import log_once
 
-from rllib_llm.columns import ATTENTION_MASK, ENTROPY, IMAGE_SIZES, IMAGES, INPUT_IDS, LOGP, RESPONSE_MASK, VALUES
+from rllib_llm.columns import (
+    ATTENTION_MASK,
+    ENTROPY,
+    GENERATIONS,
+    IMAGE_SIZES,
+    IMAGES,
+    INPUT_IDS,
+    LOGP,
+    PROMPT_IDS,
+    RESPONSE_MASK,
+    SAMPLING_PARAMS,
+    VALUES,
+)
+from rllib_llm.generation import GenerationBackend
 from rllib_llm.models import ModelSpec, apply_lora, freeze_all_but_last_layers, load_causal_lm, load_tokenizer
 from rllib_llm.token_forward import response_logprobs
 from rllib_llm.vision import batch_image_inputs, is_vision_model
@@ -57,6 +74,18 @@ def capture_lm_head_input(model: torch.nn.Module) -> Iterator[list[torch.Tensor]
         handle.remove()
 
 
+def generate_for_batch(backend: GenerationBackend | None, batch: dict[str, Any], vision: bool = False) -> dict[str, Any]:
+    """The sampling forward pass: ``batch[PROMPT_IDS]`` answered by ``backend`` with
+    ``batch[SAMPLING_PARAMS]`` (and ``batch[IMAGES]`` for a vision-language backend) -> ``{GENERATIONS: [...]}``."""
+    if backend is None:
+        raise RuntimeError("This module has no generation_backend: EnvRunners attach one when they build the module")
+    if vision:
+        outputs = backend.generate(batch[PROMPT_IDS], batch[SAMPLING_PARAMS], images=batch[IMAGES])
+    else:
+        outputs = backend.generate(batch[PROMPT_IDS], batch[SAMPLING_PARAMS])
+    return {GENERATIONS: outputs}
+
+
 class LLMRLModule(TorchRLModule, InferenceOnlyAPI):
     """RLModule around a causal LM, with optional LoRA adapters and a frozen reference for KL.
 
@@ -68,6 +97,8 @@ class LLMRLModule(TorchRLModule, InferenceOnlyAPI):
     """
 
     framework = "torch"
+    #: Samples for forward_exploration / forward_inference (EnvRunner side only; see the module docstring).
+    generation_backend: GenerationBackend | None = None
 
     def setup(self) -> None:
         config = self.model_config or {}
@@ -108,6 +139,14 @@ class LLMRLModule(TorchRLModule, InferenceOnlyAPI):
     def _forward(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
         logp, _ = self.logprobs(batch)
         return {LOGP: logp}
+
+    def _forward_exploration(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        with torch.no_grad():
+            return generate_for_batch(self.generation_backend, batch, self.is_vision)
+
+    def _forward_inference(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        with torch.no_grad():
+            return generate_for_batch(self.generation_backend, batch, self.is_vision)
 
     def _forward_train(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
         if getattr(self, "value_head", None) is None:
@@ -190,3 +229,5 @@ class LLMRLModule(TorchRLModule, InferenceOnlyAPI):
         _, unexpected = self.load_state_dict(convert_to_torch_tensor(state), strict=False)
         if unexpected:
             raise ValueError(f"Weights for a different model: unexpected keys {unexpected[:5]} ...")
+        if self.generation_backend is not None:  # its own copy (vLLM's engine, a LoRA request) follows
+            self.generation_backend.update_weights(state)

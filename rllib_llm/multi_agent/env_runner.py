@@ -30,7 +30,17 @@ from ray.rllib.env import INPUT_ENV_SINGLE_SPACES, INPUT_ENV_SPACES
 from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
 from ray.rllib.utils import force_list
 
-from rllib_llm.columns import AGENT_ID, ENV_REWARD, GROUP_ID, INFO_ACTION_VALID, PROMPT_IDS, SEED, VALID
+from rllib_llm.columns import (
+    AGENT_ID,
+    ENV_REWARD,
+    GENERATIONS,
+    GROUP_ID,
+    INFO_ACTION_VALID,
+    PROMPT_IDS,
+    SAMPLING_PARAMS,
+    SEED,
+    VALID,
+)
 from rllib_llm.env_connectors.memory import INVALID_ACTION
 from rllib_llm.generation import GenerationBackend, SamplingParams, make_backend
 from rllib_llm.group_env_runner import GroupEnvRunner, RolloutCounters, prompt_fields, reward_penalty, step_record
@@ -66,15 +76,18 @@ class LLMMultiAgentEnvRunner(GroupEnvRunner):
         super().__init__(config=config, **kwargs)
         self._mapping = EpisodeMapping(self.config.policy_mapping_fn)
         self._pipelines: dict[str, EnvToModulePipeline] = {}
-        self.backends = {
-            module_id: make_backend(
+        for module_id in self.module.keys():
+            self.module[module_id].generation_backend = make_backend(
                 self.config.generation_backend,
                 model=self.module[module_id].model,
                 tokenizer=self.module[module_id].tokenizer,
                 **self.config.generation_backend_options,
             )
-            for module_id in self.module.keys()
-        }
+
+    @property
+    def backends(self) -> dict[str, GenerationBackend]:
+        """Module id -> the generation backend its module samples with (set ``module[id].generation_backend``)."""
+        return self._backends()
 
     # --- construction --------------------------------------------------------------------------------
 
@@ -137,9 +150,6 @@ class LLMMultiAgentEnvRunner(GroupEnvRunner):
 
     def _modules(self) -> dict[str, Any]:
         return {module_id: self.module[module_id] for module_id in self.module.keys()}
-
-    def _backends(self) -> dict[str, GenerationBackend]:
-        return self.backends
 
     def _module_state(self, components: Any) -> dict[str, dict]:
         """Trainable weights per module: all modules for ``rl_module``, the named ones for
@@ -216,10 +226,10 @@ class LLMMultiAgentEnvRunner(GroupEnvRunner):
         by_key: dict[tuple[str, str], list[int]] = defaultdict(list)
         for i, agent_id in requests:
             module_id = episodes[i].module_for(agent_id)
-            if module_id not in self.backends:
+            if module_id not in self.module:
                 raise ValueError(
                     f"policy_mapping_fn mapped agent {agent_id!r} to module {module_id!r}, which is not one of the "
-                    f"configured modules {sorted(self.backends)} (config.multi_agent(policies=...))."
+                    f"configured modules {sorted(self.module.keys())} (config.multi_agent(policies=...))."
                 )
             by_key[(agent_id, module_id)].append(i)
         prompts: dict[tuple[int, str], list[int]] = {}
@@ -239,7 +249,9 @@ class LLMMultiAgentEnvRunner(GroupEnvRunner):
         outputs: dict[tuple[int, str], Any] = {}
         start = time.perf_counter()
         for module_id, keys in per_module.items():
-            results = self.backends[module_id].generate([prompts[k] for k in keys], params)
+            module = self.module[module_id]
+            forward = module.forward_exploration if explore else module.forward_inference
+            results = forward({PROMPT_IDS: [prompts[k] for k in keys], SAMPLING_PARAMS: params})[GENERATIONS]
             outputs.update(zip(keys, results, strict=True))
         counters.generate_seconds += time.perf_counter() - start
         counters.generate_calls += len(per_module)

@@ -24,6 +24,7 @@ from rllib_llm.env_runner import LLMEnvRunner
 from rllib_llm.generation.base import GenerationBackend, GenerationOutput, SamplingParams, truncate_at_stop
 from rllib_llm.metrics import rollout_stats
 from rllib_llm.prompt_agent.client import APIError, ChatClient
+from rllib_llm.rl_module import generate_for_batch
 
 logger = logging.getLogger(__name__)
 
@@ -116,10 +117,17 @@ class ChatBackend(GenerationBackend):
 
 
 class _NoModule:
-    """Stands in for the RLModule: the API holds the model; the prompt builder needs no tokenizer."""
+    """Stands in for the RLModule: the API holds the model; the prompt builder needs no tokenizer. It samples
+    as an LLMRLModule does (:func:`~rllib_llm.rl_module.generate_for_batch` with its backend, the chat API)."""
 
     model = None
     tokenizer = None
+    generation_backend: GenerationBackend | None = None
+
+    def forward_exploration(self, batch: dict[str, Any]) -> dict[str, Any]:
+        return generate_for_batch(self.generation_backend, batch)
+
+    forward_inference = forward_exploration
 
 
 class PromptAgentRunner(LLMEnvRunner):

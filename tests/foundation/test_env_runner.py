@@ -250,3 +250,32 @@ def test_backends_release_memory_after_each_sample_and_weight_syncs_are_timed(ru
     runner.set_state({"rl_module": runner.module.get_state(inference_only=True)})
     assert backend.events[-1] == "sync"
     assert runner.get_metrics()["weight_sync_s"] >= 0.0
+
+
+def test_sampling_goes_through_the_rl_modules_forward_passes():
+    """The runner samples with ``module.forward_exploration`` (``forward_inference`` when greedy), so a
+    module class that overrides ``_forward_exploration`` changes what the agent plays, as in RLlib."""
+    from ray.rllib.core.rl_module.rl_module import RLModuleSpec
+
+    from rllib_llm.columns import GENERATIONS
+    from rllib_llm.generation import GenerationOutput
+    from rllib_llm.rl_module import LLMRLModule
+
+    class AlwaysMinusWhenExploring(LLMRLModule):
+        def _forward_exploration(self, batch, **kwargs):
+            out = [GenerationOutput([1], [0.0], "-</action>", "stop") for _ in batch["prompt_ids"]]
+            return {GENERATIONS: out}
+
+    config = tiny_config(group_size=2, num_groups=1, max_episode_steps=1, response_prefix="<action>")
+    config.rl_module(rl_module_spec=RLModuleSpec(module_class=AlwaysMinusWhenExploring))
+    config.validate()
+    runner = LLMEnvRunner(config=config)
+    try:
+        assert isinstance(runner.module, AlwaysMinusWhenExploring)
+        runner.backend = ScriptedBackend(runner.module.tokenizer, ["+</action>"])
+        explored = runner.sample(seeds=[1])
+        greedy = runner.sample(seeds=[1], explore=False)
+        assert {ep.get_actions(0) for ep in explored} == {"-"}
+        assert {ep.get_actions(0) for ep in greedy} == {"+"} and runner.backend.calls == [2]
+    finally:
+        runner.stop()

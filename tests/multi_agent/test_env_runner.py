@@ -32,7 +32,8 @@ def coordination_runner():
 
 
 def scripted(runner, policy):
-    runner.backends = {m: PolicyBackend(runner.module[m].tokenizer, policy) for m in runner.module.keys()}
+    for m in runner.module.keys():
+        runner.module[m].generation_backend = PolicyBackend(runner.module[m].tokenizer, policy)
     return runner.backends
 
 

@@ -57,7 +57,7 @@ def test_one_iteration_trains_both_players_and_syncs_them_to_the_env_runner(algo
     """Scripted random legal moves (the tiny model never writes one), so both players act and games differ."""
     runner = algo.env_runner
     for i, module_id in enumerate(("x_player", "o_player")):
-        runner.backends[module_id] = PolicyBackend(
+        runner.module[module_id].generation_backend = PolicyBackend(
             runner.module[module_id].tokenizer, random_legal_move(i, algo.config.response_prefix)
         )
     before = {m: {k: v.copy() for k, v in learner_weights(algo, m).items()} for m in ("x_player", "o_player")}
