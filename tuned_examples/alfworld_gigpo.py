@@ -5,7 +5,7 @@ cores, no ALFWorld data).
 
 Local mode generates a small set of TextWorld household games (3 rooms, 5 objects, a 3-step quest; made once
 and cached) and plays them through TextWorld with ALFWorld's observation format and admissible-action list.
-An episode is up to 10 actions; each iteration plays 3 groups x 4 episodes (a group plays the same game), the
+An episode is up to 6 actions; each iteration plays 2 groups x 4 episodes (a group plays the same game), the
 prompt is the env's own template (task, the last 2 steps, the observation, the admissible actions) and the
 rest of the recipe is the main job's (LoRA r16, KL 0.2, lr 2e-4). The room text is not the whole state (what
 was taken or opened earlier is not always in it), so step groups stay within an episode group
@@ -21,7 +21,7 @@ from pathlib import Path
 from rllib_llm.env_connectors import ChatPromptBuilder, SlidingWindowMemory
 from rllib_llm.run.cli import load_tuned_example
 
-GAMES = {"mode": "local", "max_steps": 10, "num_games": 8}
+GAMES = {"mode": "local", "max_steps": 6, "num_games": 8}
 
 # The main job's recipe (model, LoRA, sampling, training, evaluation), with this env, prompt and sizes.
 main_job, _ = load_tuned_example(Path(__file__).resolve().parent / "numberline_gigpo.py")
@@ -30,12 +30,13 @@ config = (
     .environment("ALFWorld", env_config=GAMES)
     .env_runners(env_to_module_connector=lambda env, spaces, device: [SlidingWindowMemory(window=2), ChatPromptBuilder()])
     .generation(max_new_tokens=24)
-    .group_rollouts(max_episode_steps=GAMES["max_steps"], few_shot=[])
+    .group_rollouts(num_groups=2, max_episode_steps=GAMES["max_steps"], few_shot=[])
     .training(step_grouping="exact")
+    .evaluation(evaluation_num_seeds=32)
 )
 config.env_config = dict(GAMES)  # .environment() merges into NumberLine's env_config: replace it
 
-stop = {"training_iteration": 8}
+stop = {"training_iteration": 4}
 
 if __name__ == "__main__":
     from rllib_llm.run.cli import run_example

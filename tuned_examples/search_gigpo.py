@@ -7,7 +7,7 @@ An episode is a question and up to 3 turns; each turn the model either searches 
 the top 3 passages come back as the next observation) or answers (``<answer>text</answer>``: exact match is
 success and ends it). The env reads the whole reply (``action_format="raw"``), so replies are not prefilled
 with ``<action>`` and stop at ``</search>`` or ``</answer>``; the prompt is Search-R1's template with the
-last 2 turns kept (sliding-window memory). Each iteration plays 3 groups x 4 episodes (a group asks the same
+last 2 turns kept (sliding-window memory). Each iteration plays 2 groups x 4 episodes (a group asks the same
 question); the rest of the recipe is the main job's (LoRA r16, KL 0.2, lr 2e-4). The observation after a
 search is not the whole state (the question and earlier passages are not in it), so step groups stay within
 an episode group (``step_grouping="exact"``). With a retrieval server over a real corpus:
@@ -31,12 +31,13 @@ config = (
     .environment("Search", env_config=SEARCH)
     .env_runners(env_to_module_connector=lambda env, spaces, device: [SlidingWindowMemory(window=2), ChatPromptBuilder()])
     .generation(max_new_tokens=48, stop=["</search>", "</answer>"])
-    .group_rollouts(max_episode_steps=SEARCH["max_turns"], few_shot=[], response_prefix="")
+    .group_rollouts(num_groups=2, max_episode_steps=SEARCH["max_turns"], few_shot=[], response_prefix="")
     .training(step_grouping="exact")
+    .evaluation(evaluation_num_seeds=32)
 )
 config.env_config = dict(SEARCH)  # .environment() merges into NumberLine's env_config: replace it
 
-stop = {"training_iteration": 10}
+stop = {"training_iteration": 4}
 
 if __name__ == "__main__":
     from rllib_llm.run.cli import run_example

@@ -2,7 +2,7 @@
 
     rllib-llm train tuned_examples/sokoban_gigpo.py [--seed S]
 
-Each iteration plays 3 groups x 4 episodes of up to 8 moves (the envs of a group start in the same room);
+Each iteration plays 2 groups x 4 episodes of up to 6 moves (the envs of a group start in the same room);
 the observation is the text grid with its legend, the prompt keeps the last 2 steps (sliding-window memory)
 and one in-context example shows the action format (``<action>up</action>``, ``down``, ``left``, ``right``).
 Levels are generated (random-walk room, reverse play) with solutions of at least 2 moves; rewards are
@@ -22,7 +22,7 @@ from rllib_llm.env_connectors import ChatPromptBuilder, SlidingWindowMemory
 from rllib_llm.envs.sokoban import SokobanEnv
 from rllib_llm.run.cli import load_tuned_example
 
-ROOM = {"dim_room": (6, 6), "num_boxes": 1, "max_steps": 8, "min_solution_length": 2}
+ROOM = {"dim_room": (6, 6), "num_boxes": 1, "max_steps": 6, "min_solution_length": 2}
 
 example_room, _ = SokobanEnv(**ROOM).reset(seed=0)
 
@@ -33,11 +33,12 @@ config = (
     .environment("Sokoban", env_config=ROOM)
     .env_runners(env_to_module_connector=lambda env, spaces, device: [SlidingWindowMemory(window=2), ChatPromptBuilder()])
     .generation(max_new_tokens=24)
-    .group_rollouts(max_episode_steps=ROOM["max_steps"], few_shot=[(example_room, "<action>down</action>")])
+    .group_rollouts(num_groups=2, max_episode_steps=ROOM["max_steps"], few_shot=[(example_room, "<action>down</action>")])
+    .evaluation(evaluation_num_seeds=32)
 )
 config.env_config = dict(ROOM)  # .environment() merges into NumberLine's env_config: replace it
 
-stop = {"training_iteration": 12}
+stop = {"training_iteration": 4}
 
 if __name__ == "__main__":
     from rllib_llm.run.cli import run_example

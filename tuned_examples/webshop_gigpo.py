@@ -3,9 +3,9 @@
     rllib-llm train tuned_examples/webshop_gigpo.py [--seed S]
 
 The local shop (rllib_llm/envs/webshop) ships a product catalogue and its goals: an episode is an instruction
-("i need throw pillow covers that are corduroy ... price lower than 20.00 dollars"), then up to 6 actions
+("i need throw pillow covers that are corduroy ... price lower than 20.00 dollars"), then up to 5 actions
 among the admissible ones the observation lists (``search[<query>]``, ``click[<item>]``, ``click[buy now]``);
-buying ends it with WebShop's attribute-match reward, and success is a full match. Each iteration plays 3
+buying ends it with WebShop's attribute-match reward, and success is a full match. Each iteration plays 2
 groups x 4 episodes (a group shares the goal), the prompt is the env's own template (task, the last 2 steps,
 the page, the admissible actions) and the rest of the recipe is the main job's (LoRA r16, KL 0.2, lr 2e-4).
 Pages are not the whole state (two equal pages can follow different searches), so step groups stay within an
@@ -21,7 +21,7 @@ from pathlib import Path
 from rllib_llm.env_connectors import ChatPromptBuilder, SlidingWindowMemory
 from rllib_llm.run.cli import load_tuned_example
 
-SHOP = {"max_steps": 6}
+SHOP = {"max_steps": 5}
 
 # The main job's recipe (model, LoRA, sampling, training, evaluation), with this env, prompt and sizes.
 main_job, _ = load_tuned_example(Path(__file__).resolve().parent / "numberline_gigpo.py")
@@ -30,12 +30,13 @@ config = (
     .environment("WebShop", env_config=SHOP)
     .env_runners(env_to_module_connector=lambda env, spaces, device: [SlidingWindowMemory(window=2), ChatPromptBuilder()])
     .generation(max_new_tokens=32)
-    .group_rollouts(max_episode_steps=SHOP["max_steps"], few_shot=[])
+    .group_rollouts(num_groups=2, max_episode_steps=SHOP["max_steps"], few_shot=[])
     .training(step_grouping="exact")
+    .evaluation(evaluation_num_seeds=32)
 )
 config.env_config = dict(SHOP)  # .environment() merges into NumberLine's env_config: replace it
 
-stop = {"training_iteration": 8}
+stop = {"training_iteration": 4}
 
 if __name__ == "__main__":
     from rllib_llm.run.cli import run_example
