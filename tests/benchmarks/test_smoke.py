@@ -68,7 +68,37 @@ def test_rollout_throughput(tmp_path):
         assert row["generate_calls"] == (1 if row["mode"] == "batched" else row["envs"])
         assert row["env_steps_per_s"] > 0 and row["tokens_per_s"] > 0
         assert row["load_avg_1m"] is not None
+        # The generate calls' share of the wall time, and raw generate throughput on the same prompts.
+        assert 0 < row["runner_vs_generate"] <= 1
+        assert row["generate_tokens_per_s"] == pytest.approx(row["tokens_per_s"] / row["runner_vs_generate"])
     assert set(results["summary"]["speedup_by_envs"]) == {"1", "2"}
+    assert results["summary"]["backend"] == "hf"
+
+
+def test_vllm_gpu_log_prob_agreement_by_hand():
+    from benchmarks.vllm_gpu import agreement
+
+    # sampler log-probs vs learner log-probs: diffs 0.1 and 0 -> ratios exp(-0.1) and 1
+    row = agreement([[-1.0, -2.0]], [[-1.1, -2.0]])
+    assert row["tokens"] == 2 and row["max_abs_diff"] == pytest.approx(0.1) and row["mean_abs_diff"] == pytest.approx(0.05)
+    assert row["ratio_min"] == pytest.approx(0.904837, abs=1e-6) and row["ratio_max"] == 1.0
+    assert row["ratio_mean"] == pytest.approx((0.904837 + 1) / 2, abs=1e-6)
+    assert row["ratio_outside_clip_0.2"] == 0.0
+    assert agreement([[0.0]], [[-0.3]])["ratio_outside_clip_0.2"] == 1.0  # exp(-0.3) = 0.74 < 0.8
+
+
+def test_vllm_gpu_wrappers_are_valid_configs_for_every_run(tmp_path):
+    from benchmarks.vllm_gpu import RUNS, wrapper_source
+    from rllib_llm.run.cli import load_tuned_example
+
+    for name in RUNS:
+        path = tmp_path / f"{name}.py"
+        path.write_text(wrapper_source(name, 3))
+        config, _ = load_tuned_example(path)
+        config.validate()
+        assert config.seed == 3 and config.llm_model["inference_dtype"] == "bfloat16"
+        assert config.generation_backend == ("hf" if name.startswith("hf") else "vllm")
+        assert (config.llm_model.get("lora") is None) == (name in ("vllm_full", "vllm_tictactoe"))
 
 
 def test_learning(tmp_path, ray_session):  # ~12 s on 2 idle cores, plus Ray's start if no test started it
