@@ -199,7 +199,7 @@ class VLLMBackend(GenerationBackend):
             raise ValueError(f"weight_sync must be one of {WEIGHT_SYNC_MODES}, got {weight_sync!r}")
         if sleep_level not in (1, 2):
             raise ValueError(f"sleep_level must be 1 (weights to host memory) or 2 (weights dropped), got {sleep_level!r}")
-        if sleep_level == 2 and (_is_peft(model) or model is None):
+        if sleep_between_rollouts and sleep_level == 2 and (_is_peft(model) or model is None):
             raise ValueError("sleep_level=2 drops the engine's weights, which need the full model (model=, no "
                              "LoRA) to be sent again: use sleep_level=1")
         self.weight_sync = weight_sync
