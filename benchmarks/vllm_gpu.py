@@ -345,19 +345,34 @@ def wrapper_source(name: str, seed: int) -> str:
     return "\n".join(lines) + "\n"
 
 
+def start_after(previous: Path | None) -> str:
+    """Shell that waits until the previous vLLM run has its engine up (its first progress row, or it ended):
+    engines that start together on one card fail to size their KV cache (notes/vllm.md)."""
+    if previous is None:
+        return ""
+    return (f"while [ ! -s {previous}/progress.jsonl ] && [ ! -e {previous}.ended ]; do sleep 5; done; ")
+
+
 def train(runs: list[str], budget_s: float, iterations: int, detach: bool, stagger_s: float) -> None:
+    """The runs, one process each; each vLLM run starts once the previous one's engine is up, the ``hf``
+    ones ``stagger_s`` apart."""
     folder = WORK / "train"
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
-    cmds = []
+    cmds, previous_engine = [], None
     for i, spec in enumerate(runs):
         name, seed = spec.split(":")
         tag = f"{name}_s{seed}"
         wrapper = folder / f"{tag}.py"
         wrapper.write_text(wrapper_source(name, int(seed)))
-        cmds.append(f"sleep {i * stagger_s:.0f}; timeout {budget_s + 400:.0f} python3 -m rllib_llm.run.cli train "
+        vllm = "backend='vllm'" in RUNS[name][1]
+        wait = start_after(previous_engine) if vllm else f"sleep {i * stagger_s:.0f}; "
+        cmds.append(f"{wait}timeout {budget_s + 400:.0f} python3 -m rllib_llm.run.cli train "
                     f"{wrapper} --output {folder / tag} --iterations {iterations} --time-budget-s {budget_s:.0f} "
-                    f"--eval-seeds 64 --no-tracking --trajectories-per-iter 1 > {folder / tag}.log 2>&1")
+                    f"--eval-seeds 64 --no-tracking --trajectories-per-iter 1 > {folder / tag}.log 2>&1; "
+                    f"touch {folder / tag}.ended")
+        if vllm:
+            previous_engine = folder / tag
     script = folder / "runs.sh"
     script.write_text("".join(f"( {cmd} ) &\n" for cmd in cmds) + f"wait\ntouch {folder}/done\n")
     log("starting", len(cmds), "runs in", folder)
@@ -513,7 +528,7 @@ def main() -> None:
     parser.add_argument("--runs", nargs="+", default=DEFAULT_RUNS, help="train: name:seed of RUNS")
     parser.add_argument("--budget-s", type=float, default=360.0, help="train: each run's training time")
     parser.add_argument("--iterations", type=int, default=200, help="train: at most")
-    parser.add_argument("--stagger-s", type=float, default=20.0, help="train: start the runs this far apart")
+    parser.add_argument("--stagger-s", type=float, default=20.0, help="train: start the hf runs this far apart")
     parser.add_argument("--detach", action="store_true", help="train: start the runs and return")
     parser.add_argument("--wait-s", type=float, default=540.0, help="report: wait for the training runs")
     args = parser.parse_args()
