@@ -11,8 +11,9 @@ job's (tuned_examples/numberline_gigpo.py): LoRA r16 on every projection, KL 0.2
 GiGPO step groups pooled across episode groups (a Sokoban anchor, the grid, is the whole state).
 
 Measured (``python benchmarks/learning_seeds.py --example tuned_examples/sokoban_gigpo.py --seeds 0``,
-benchmarks/results/learning_seeds_sokoban_gigpo.md): see the README's table. The 135M model does not solve
-Sokoban in CPU time; on a GPU at 8 groups x 4 (benchmarks/results/learning_seeds_gpu_sokoban.md) 10 iterations
+benchmarks/results/learning_seeds_sokoban_gigpo.md), seed 0 on 2 CPU cores: greedy success on 32 held-out rooms
+0.000 untrained -> 0.000 after 4 iterations (valid-action rate 1.000), 10.6 min a run (about 2 min an
+iteration: 8 episodes of ~440-token prompts). The 135M model does not solve Sokoban in CPU time; on a GPU at 8 groups x 4 (benchmarks/results/learning_seeds_gpu_sokoban.md) 10 iterations
 took greedy success on 64 held-out rooms from 0.031 to 0.089 (GiGPO, seeds 0-2) against GRPO's 0.057.
 """
 
