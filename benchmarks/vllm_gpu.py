@@ -292,9 +292,12 @@ def measure(out: Path, sections: list[str]) -> None:
                                         "gpu": torch.cuda.get_device_name(0), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                                         "sections": sections}}
     WORK.mkdir(parents=True, exist_ok=True)
-    for name, fn in (("135m", lambda: measure_135m(out, results, sections)), ("big", lambda: measure_big(out, results))):
-        if name == "135m" and not {"sync135", "logprobs"} & set(sections) or name == "big" and "big" not in sections:
-            continue
+    steps = []
+    if {"sync135", "logprobs"} & set(sections):
+        steps.append(("135m", lambda: measure_135m(out, results, sections)))
+    if "big" in sections:
+        steps.append(("big", lambda: measure_big(out, results)))
+    for name, fn in steps:
         try:
             fn()
         except Exception as e:  # noqa: BLE001  (one failed section must not lose the others' numbers)

@@ -140,13 +140,13 @@ class LLMRLModule(TorchRLModule, InferenceOnlyAPI):
         logp, _ = self.logprobs(batch)
         return {LOGP: logp}
 
-    def _forward_exploration(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
-        with torch.no_grad():
-            return generate_for_batch(self.generation_backend, batch, self.is_vision)
-
     def _forward_inference(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
         with torch.no_grad():
             return generate_for_batch(self.generation_backend, batch, self.is_vision)
+
+    def _forward_exploration(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        """The same sampling call: the batch's ``sampling_params`` say whether it samples or decodes greedily."""
+        return self._forward_inference(batch, **kwargs)
 
     def _forward_train(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
         if getattr(self, "value_head", None) is None:
