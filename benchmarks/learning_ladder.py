@@ -145,17 +145,17 @@ def oracle_connector(input_observation_space: Any = None, input_action_space: An
     """A learner connector piece (after ComputeAdvantages) that replaces every step's advantage by the
     oracle's: +1 for the move towards the target, -1 for anything else."""
     from ray.rllib.connectors.connector_v2 import ConnectorV2
+    from ray.rllib.core import DEFAULT_MODULE_ID
 
-    from rllib_llm.algorithms.learner_connectors import STEPS
-    from rllib_llm.columns import ANCHOR
+    from rllib_llm.columns import ADVANTAGES, ANCHOR
 
     class OracleAdvantages(ConnectorV2):
         def __call__(self, *, rl_module, batch, episodes, explore=None, shared_data=None, metrics=None, **kwargs):
-            steps = shared_data[STEPS]
             moves = [a for ep in episodes for a in ep.get_actions()]
-            anchors = [tuple(a) for ep in episodes for a in ep.get_extra_model_outputs(ANCHOR)]
-            steps.advantages = np.array([1.0 if m == correct_move(s) else -1.0 for m, s in zip(moves, anchors, strict=True)],
-                                        dtype=np.float32)
+            anchors = [tuple(a) for a in batch[DEFAULT_MODULE_ID][ANCHOR]]
+            batch[DEFAULT_MODULE_ID][ADVANTAGES] = np.array(
+                [1.0 if m == correct_move(s) else -1.0 for m, s in zip(moves, anchors, strict=True)], dtype=np.float32
+            )
             return batch
 
     return OracleAdvantages()
@@ -183,7 +183,8 @@ def supervised_step(algo: Any, probe: Probe, rng: np.random.Generator, rows: int
     the reply tokens, the Learner's grad clip), then a weight sync to the EnvRunner."""
     import torch
 
-    from rllib_llm.algorithms.learner_connectors import Steps, pad_token_batch
+    from rllib_llm.algorithms.learner_connectors import pad_token_batch
+    from rllib_llm.columns import ACTION_LOGP, PROMPT, RESPONSE
     from rllib_llm.token_forward import response_logprobs
 
     up = [i for i, s in enumerate(probe.states) if correct_move(s) == "+"]
@@ -199,10 +200,8 @@ def supervised_step(algo: Any, probe: Probe, rng: np.random.Generator, rows: int
         for start in range(0, len(picks), minibatch):
             chunk = picks[start : start + minibatch]
             responses = [probe.replies[correct_move(probe.states[i])] for i in chunk]
-            steps = Steps(rewards=np.zeros(len(chunk)), episode_index=np.arange(len(chunk)),
-                          group_index=np.zeros(len(chunk), dtype=np.int64), anchor_index=np.zeros(len(chunk), dtype=np.int64),
-                          prompts=[probe.prompts[i] for i in chunk], responses=responses,
-                          old_logp=[[0.0] * len(r) for r in responses])
+            steps = {PROMPT: [probe.prompts[i] for i in chunk], RESPONSE: responses,
+                     ACTION_LOGP: [[0.0] * len(r) for r in responses]}
             batch = {k: torch.as_tensor(v) for k, v in pad_token_batch(steps, module.tokenizer.pad_token_id).items()}
             logp, _ = response_logprobs(module.model, batch["input_ids"], batch["attention_mask"],
                                         batch["response_mask"].shape[1], module.temperature)

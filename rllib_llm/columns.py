@@ -12,7 +12,8 @@ Where each group of names lives, in the order a step travels (see notes/ARCHITEC
 2. ``episode.custom_data`` the EnvRunner fills at reset (group, seed, prompt fields);
 3. the env-to-module batch the memory and prompt connectors write (``MEMORY`` .. ``IMAGES``);
 4. ``extra_model_outputs`` recorded per step (prompt/response ids, log-probs, anchor, validity);
-5. the Learner's token batch (padded ids, masks, advantages) and the RLModule's forward outputs.
+5. the Learner connector's step columns (one row per env step: rewards, indexes, anchors, token lists);
+6. the Learner's token batch (padded ids, masks, advantages) and the RLModule's forward outputs.
 """
 
 from __future__ import annotations
@@ -80,14 +81,23 @@ RESPONSE_TEXT = "response_text"
 ANCHOR = "anchor"
 #: Whether the response parsed to an action the env accepted.
 VALID = INFO_ACTION_VALID
-#: The env's own reward (the step reward minus the invalid-action penalty, which the reward column holds).
-ENV_REWARD = "env_reward"
 #: Why generation stopped: ``"stop"`` or ``"length"`` (cut at ``max_new_tokens``).
 FINISH_REASON = "finish_reason"
 #: Images the step's prompt showed (vision-language policies only).
 NUM_IMAGES = "num_images"
 
-# --- 5. the Learner's token batch and the RLModule's outputs ---------------------------------------------
+# --- 5. the Learner connector's step columns ------------------------------------------------------------
+# ``batch[module_id]`` between FlattenSteps and StepsToTokenBatch: one row per env step, in episode order,
+# plus PROMPT / RESPONSE / ACTION_LOGP (token lists), ANCHOR, VALID and, for VL steps, IMAGES (one per row).
+
+#: The env's reward of the step; reward shaping (invalid-action, overlong penalties) is added here.
+REWARDS = Columns.REWARDS
+#: Dense ids: the step's episode, its group (GRPO/GiGPO's episode group) and its anchor state (GiGPO).
+EPISODE_INDEX = "episode_index"
+GROUP_INDEX = "group_index"
+ANCHOR_INDEX = "anchor_index"
+
+# --- 6. the Learner's token batch and the RLModule's outputs ---------------------------------------------
 
 #: Left-padded prompt + right-padded response ids, their attention mask, and the response tokens' mask.
 INPUT_IDS = "input_ids"

@@ -27,7 +27,6 @@ from ray.rllib.env import INPUT_ENV_SINGLE_SPACES, INPUT_ENV_SPACES
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 
 from rllib_llm.columns import (
-    ENV_REWARD,
     GENERATIONS,
     GROUP_ID,
     IMAGES,
@@ -40,7 +39,7 @@ from rllib_llm.columns import (
 )
 from rllib_llm.envs.registry import make_env
 from rllib_llm.generation import GenerationBackend, SamplingParams, make_backend
-from rllib_llm.group_env_runner import GroupEnvRunner, RolloutCounters, prompt_fields, reward_penalty, step_record
+from rllib_llm.group_env_runner import GroupEnvRunner, RolloutCounters, prompt_fields, step_record
 from rllib_llm.models import ModelSpec
 from rllib_llm.vision import HFVisionBackend, expand_prompt, is_vision_model
 
@@ -157,13 +156,13 @@ class LLMEnvRunner(GroupEnvRunner):
                     info = self._step_failure_info(error)
                 valid = bool(info.get(INFO_ACTION_VALID, action is not None)) and action is not None
                 last = step == self.config.max_episode_steps - 1
-                extra = {**record, VALID: valid, ENV_REWARD: float(reward)}
+                extra = {**record, VALID: valid}
                 if images is not None:
                     extra[NUM_IMAGES] = len(images[j])
                 episode.add_env_step(
                     observation,
                     action,
-                    float(reward) - reward_penalty(self.config, valid),
+                    float(reward),
                     infos=info,
                     terminated=bool(terminated),
                     truncated=bool(truncated or (last and not terminated)),

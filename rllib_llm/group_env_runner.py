@@ -120,7 +120,7 @@ def step_record(prompt_ids: list[int], output: Any, episode: Any) -> dict[str, A
     """The ``extra_model_outputs`` of the step ``episode`` (single-agent) is about to take, as generated: prompt
     and response ids, the sampler's per-token log-probs (what the Learner's ratio divides by), the text, the
     anchor of the observation acted on (GiGPO) and why generation stopped. The runner adds the env's verdict
-    (:data:`~rllib_llm.columns.VALID`, ``ENV_REWARD``) after the step."""
+    (:data:`~rllib_llm.columns.VALID`) after the step; rewards stay the env's (shaping is the Learner's)."""
     anchor = anchor_of(episode.get_observations(-1), episode.get_infos(-1) or {})
     return {
         PROMPT: prompt_ids,
@@ -147,12 +147,6 @@ def prompt_fields(config: Any, env: Any, template: str, task: str, agent_id: str
         RESPONSE_PREFIX_KEY: config.response_prefix,
         ACTION_FORMAT_KEY: getattr(env, "action_format", "tags"),
     }
-
-
-def reward_penalty(config: Any, valid: bool) -> float:
-    """The invalid-action penalty that goes into a step's reward: none for a valid action, and none in
-    ``invalid_action_penalty_mode="row"``, where the learner connector subtracts it from the step's row."""
-    return 0.0 if valid or config.invalid_action_penalty_mode == "row" else config.invalid_action_penalty
 
 
 def module_weights(state: dict) -> dict | None:

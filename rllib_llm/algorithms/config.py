@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig, NotProvided
+from ray.rllib.connectors.connector_v2 import ConnectorV2
 from ray.rllib.connectors.learner import LearnerConnectorPipeline, NumpyToTensor
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.util.debug import log_once
@@ -32,9 +33,9 @@ from rllib_llm.algorithms.learner_connectors import (
     NEED_VALUES,
     ComputeAdvantages,
     FlattenSteps,
-    OverlongPenalty,
     StepsToTokenBatch,
     estimator_needs,
+    shaping_connectors,
 )
 from rllib_llm.algorithms.losses import KL_ESTIMATORS, LOSS_AGG_MODES, POLICY_LOSSES
 from rllib_llm.env_connectors import default_env_to_module, default_module_to_env
@@ -91,9 +92,10 @@ class LLMConfig(AlgorithmConfig):
         self.num_groups = 2
         self.max_episode_steps = 10
         self.invalid_action_penalty = 0.1
-        #: Where the invalid-action penalty goes: "reward" (a step reward term: in the episode return and the
-        #: discounted returns of earlier steps) or "row" (verl-agent's: subtracted from the invalid step's own
-        #: score row after the returns; needs group_stats_over_steps=True and grpo, gigpo or rloo).
+        #: Where the invalid-action penalty goes (both in the Learner connector; episodes keep the env's rewards):
+        #: "reward" (a step reward term: in the episode return and the discounted returns of earlier steps) or
+        #: "row" (verl-agent's: subtracted from the invalid step's own score row after the returns; needs
+        #: group_stats_over_steps=True and grpo, gigpo or rloo).
         self.invalid_action_penalty_mode = "reward"
         self.prompt_template: str | None = None
         self.few_shot: list[tuple[str, str]] | None = None
@@ -518,13 +520,18 @@ class LLMConfig(AlgorithmConfig):
         user = self._learner_connector(input_observation_space, input_action_space)
         return list(user) if isinstance(user, (list, tuple)) else [user]
 
+    def episodes_to_step_columns(self) -> ConnectorV2:
+        """The learner pipeline's first piece: episodes -> ``batch[module_id]`` step columns."""
+        return FlattenSteps()
+
     def build_learner_connector(self, input_observation_space, input_action_space, device=None):
-        """Episodes -> flat steps -> [overlong penalty] -> advantages -> (user pieces) -> token batch -> tensors."""
+        """Episodes -> step columns -> [reward shaping] -> advantages -> (user pieces) -> token batch -> tensors
+        (see :mod:`rllib_llm.algorithms.learner_connectors`)."""
         user = self.user_learner_connectors(input_observation_space, input_action_space)
         return LearnerConnectorPipeline(
             connectors=[
-                FlattenSteps(),
-                *([OverlongPenalty(config=self)] if self.overlong_buffer_len > 0 else []),
+                self.episodes_to_step_columns(),
+                *shaping_connectors(self),
                 ComputeAdvantages(config=self),
                 *user,
                 StepsToTokenBatch(),

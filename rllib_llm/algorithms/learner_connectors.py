@@ -1,8 +1,16 @@
-"""Learner connector pieces: episodes -> flat steps -> advantages -> a padded token batch.
+"""Learner connector pieces: episodes -> step columns -> reward shaping -> advantages -> a padded token batch.
 
-The pipeline (built by :meth:`LLMConfig.build_learner_connector`) is
-``FlattenSteps -> [OverlongPenalty] -> ComputeAdvantages -> [user pieces] -> StepsToTokenBatch ->
-NumpyToTensor``. The pieces pass a :class:`Steps` record through ``shared_data["steps"]``.
+The pipeline (built by :meth:`LLMConfig.build_learner_connector`, and by the multi-agent config with
+:class:`~rllib_llm.multi_agent.learner_connectors.FlattenAgentSteps` first) is
+``FlattenSteps -> [InvalidActionPenalty] -> [OverlongPenalty] -> ComputeAdvantages -> [user pieces] ->
+StepsToTokenBatch -> NumpyToTensor``. Every piece reads and writes the batch, as RLlib's own learner
+connectors do: ``batch[module_id]`` holds the module's *step columns* (one row per env step, in episode
+order; names in :mod:`rllib_llm.columns`, section 5) until :class:`StepsToTokenBatch` turns them into the
+padded token columns the RLModule's ``forward_train`` and the loss read. A user piece between the advantages
+and the token batch sees plain columns, e.g. ``batch[module_id][ADVANTAGES]``.
+
+Reward shaping lives here, in one layer: the invalid-action penalty (``invalid_action_penalty_mode="reward"``)
+and DAPO's overlong penalty are added to the ``rewards`` column; episodes keep the env's own rewards.
 
 Anchors arrive as Python objects; they are factorized into dense integer ids exactly once, here, in one
 O(n) pass (:func:`~rllib_llm.algorithms.advantages.factorize`), so every estimator works on int arrays.
@@ -10,14 +18,13 @@ Estimators that need the model (values for GAE, reference log-probs for REINFORC
 it when registered; :class:`ComputeAdvantages` then runs those forward passes (no grad) before them.
 
 Vision-language steps (recorded with ``num_images``) also carry the image their prompt showed, re-read from
-the episode's observation at that step (``Steps.images``); the token batch then adds the ``images`` /
-``image_sizes`` columns (:func:`rllib_llm.vision.image_columns`), which minibatches slice by row like the rest.
+the episode's observation at that step (the ``images`` step column); the token batch then holds the
+``images`` / ``image_sizes`` arrays (:func:`rllib_llm.vision.image_columns`), which minibatches slice by row.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -41,54 +48,43 @@ from rllib_llm.algorithms.losses import kl_penalty
 from rllib_llm.columns import (
     ACTION_LOGP,
     ADVANTAGES,
+    AGENT_ID,
     ANCHOR,
+    ANCHOR_INDEX,
     ATTENTION_MASK,
+    EPISODE_INDEX,
     GROUP_ID,
+    GROUP_INDEX,
+    IMAGES,
     INPUT_IDS,
     NUM_IMAGES,
     OLD_VALUES,
     PROMPT,
     RESPONSE,
     RESPONSE_MASK,
+    REWARDS,
     VALID,
     VALUE_TARGETS,
 )
 from rllib_llm.vision import image_columns
 
-STEPS = "steps"
 #: Learner metric: the share of episode groups whose advantages are all ~0 (see uninformative_group_fraction).
 UNINFORMATIVE_GROUP_FRACTION = "uninformative_group_fraction"
-# Extra training columns (per step) written next to the token batch.
-# What estimators may need from the model (keys of Steps.extras).
+#: What estimators may need from the model, computed as step columns of these names before they run.
 NEED_VALUES = "values"
 NEED_REF_LOGP = "ref_logp"
 
-
-@dataclass
-class Steps:
-    """Every env step of a batch of episodes, flattened in episode order (the estimators' input)."""
-
-    rewards: np.ndarray
-    episode_index: np.ndarray
-    group_index: np.ndarray
-    anchor_index: np.ndarray
-    prompts: list[list[int]]
-    responses: list[list[int]]
-    old_logp: list[list[float]]
-    advantages: np.ndarray | None = None
-    #: Intermediate results (model outputs, raw anchors, the padded token batch).
-    extras: dict[str, Any] = field(default_factory=dict)
-    #: Extra per-step training columns (e.g. value targets) that StepsToTokenBatch adds to the batch.
-    columns: dict[str, np.ndarray] = field(default_factory=dict)
-    #: Vision-language steps: the image each prompt showed (None: a text-only prompt); None for text runs.
-    images: list[np.ndarray | None] | None = None
-
-    def __len__(self) -> int:
-        return len(self.rewards)
+#: Step columns: {name: one value per step}; numpy arrays, or lists for token ids, anchors and images.
+StepColumns = dict[str, Any]
 
 
-def flatten_episodes(episodes: list) -> Steps:
-    """Builds :class:`Steps` from RLlib episodes recorded by :class:`~rllib_llm.env_runner.LLMEnvRunner`."""
+def num_rows(columns: StepColumns) -> int:
+    return len(columns[REWARDS])
+
+
+def step_columns(episodes: list) -> StepColumns:
+    """The step columns of RLlib episodes recorded by the LLM EnvRunners (episode, group and anchor ids
+    factorized here, over these episodes)."""
     rewards, anchors, prompts, responses, old_logp, valid = [], [], [], [], [], []
     for episode in episodes:
         rewards.extend(episode.get_rewards())
@@ -100,18 +96,20 @@ def flatten_episodes(episodes: list) -> Steps:
     episode_index, group_index, anchor_index = factorize_steps(
         [episode.custom_data[GROUP_ID] for episode in episodes], [len(episode) for episode in episodes], anchors
     )
-    vision = any(NUM_IMAGES in episode.extra_model_outputs for episode in episodes)
-    return Steps(
-        rewards=np.asarray(rewards, dtype=np.float64),
-        episode_index=episode_index,
-        group_index=group_index,
-        anchor_index=anchor_index,
-        prompts=prompts,
-        responses=responses,
-        old_logp=old_logp,
-        extras={ANCHOR: anchors, VALID: np.asarray(valid, dtype=bool)},
-        images=[img for episode in episodes for img in step_images(episode)] if vision else None,
-    )
+    columns: StepColumns = {
+        REWARDS: np.asarray(rewards, dtype=np.float64),
+        EPISODE_INDEX: episode_index,
+        GROUP_INDEX: group_index,
+        ANCHOR_INDEX: anchor_index,
+        ANCHOR: anchors,
+        VALID: np.asarray(valid, dtype=bool),
+        PROMPT: prompts,
+        RESPONSE: responses,
+        ACTION_LOGP: old_logp,
+    }
+    if any(NUM_IMAGES in episode.extra_model_outputs for episode in episodes):
+        columns[IMAGES] = [img for episode in episodes for img in step_images(episode)]
+    return columns
 
 
 def step_images(episode: Any) -> list[np.ndarray | None]:
@@ -125,20 +123,43 @@ def step_images(episode: Any) -> list[np.ndarray | None]:
     return [episode.get_observations(t)["image"] if n else None for t, n in enumerate(counts)]
 
 
+def select_rows(columns: StepColumns, rows: np.ndarray) -> StepColumns:
+    """The given rows of every column (arrays by fancy indexing, lists by picking)."""
+    rows = np.asarray(rows, dtype=np.int64)
+    return {
+        key: value[rows] if isinstance(value, np.ndarray) else [value[i] for i in rows]
+        for key, value in columns.items()
+    }
+
+
+def concat_columns(parts: Sequence[StepColumns]) -> StepColumns:
+    """The rows of ``parts`` one after another (the columns every part has)."""
+    if len(parts) == 1:
+        return dict(parts[0])
+    keys = [k for k in parts[0] if all(k in part for part in parts)]
+    return {
+        key: np.concatenate([part[key] for part in parts])
+        if isinstance(parts[0][key], np.ndarray)
+        else [value for part in parts for value in part[key]]
+        for key in keys
+    }
+
+
 # --- the token batch and no-grad model passes over it -------------------------------------------------
 
 
-def pad_token_batch(steps: Steps, pad_id: int) -> dict[str, np.ndarray]:
-    """Left-padded prompts + right-padded responses, as the RLModule's forward_train expects (plus the image
-    columns of vision-language steps)."""
-    n = len(steps)
-    width_p = max((len(p) for p in steps.prompts), default=1)
-    width_r = max(max((len(r) for r in steps.responses), default=1), 1)
+def pad_token_batch(columns: StepColumns, pad_id: int) -> dict[str, np.ndarray]:
+    """Left-padded prompts + right-padded responses of the step columns, as the RLModule's forward_train
+    expects, with the sampler's log-probs padded alike (plus the image columns of vision-language steps)."""
+    prompts, responses, logps = columns[PROMPT], columns[RESPONSE], columns[ACTION_LOGP]
+    n = len(prompts)
+    width_p = max((len(p) for p in prompts), default=1)
+    width_r = max(max((len(r) for r in responses), default=1), 1)
     input_ids = np.full((n, width_p + width_r), pad_id, dtype=np.int64)
     attention_mask = np.zeros((n, width_p + width_r), dtype=np.int64)
     response_mask = np.zeros((n, width_r), dtype=np.float32)
     old_logp = np.zeros((n, width_r), dtype=np.float32)
-    for i, (prompt, response, logp) in enumerate(zip(steps.prompts, steps.responses, steps.old_logp, strict=True)):
+    for i, (prompt, response, logp) in enumerate(zip(prompts, responses, logps, strict=True)):
         input_ids[i, width_p - len(prompt) : width_p] = prompt
         attention_mask[i, width_p - len(prompt) : width_p] = 1
         input_ids[i, width_p : width_p + len(response)] = response
@@ -146,113 +167,119 @@ def pad_token_batch(steps: Steps, pad_id: int) -> dict[str, np.ndarray]:
         response_mask[i, : len(response)] = 1.0
         old_logp[i, : len(logp)] = logp
     batch = {INPUT_IDS: input_ids, ATTENTION_MASK: attention_mask, RESPONSE_MASK: response_mask, ACTION_LOGP: old_logp}
-    if steps.images is not None:
-        batch.update(image_columns(steps.images))
+    if IMAGES in columns:
+        batch.update(image_columns(columns[IMAGES]))
     return batch
 
 
-def token_batch(steps: Steps, pad_id: int) -> dict[str, np.ndarray]:
-    """:func:`pad_token_batch`, built once per batch and cached on the steps."""
-    if "token_batch" not in steps.extras:
-        steps.extras["token_batch"] = pad_token_batch(steps, pad_id)
-    return steps.extras["token_batch"]
-
-
-def _default_module(rl_module: Any) -> Any:
-    module = rl_module[DEFAULT_MODULE_ID] if DEFAULT_MODULE_ID in rl_module else rl_module
+def learner_module(rl_module: Any, module_id: str) -> Any:
+    """The LLMRLModule of ``module_id`` in the Learner's MultiRLModule (unwrapped from DDP)."""
+    if module_id not in rl_module:
+        raise ValueError(f"Steps of module {module_id!r}, which the Learner does not have ({list(rl_module.keys())})")
+    module = rl_module[module_id]
     return module.unwrapped() if hasattr(module, "unwrapped") else module
 
 
-def module_pass(module: Any, steps: Steps, fn: Callable[[dict], torch.Tensor], chunk_size: int = 32) -> np.ndarray:
-    """``fn`` (a no-grad [B, R] model output) over the token batch in chunks of rows, as float64 numpy."""
-    batch = token_batch(steps, module.tokenizer.pad_token_id)
+def module_pass(
+    module: Any, columns: StepColumns, fn: Callable[[dict], torch.Tensor], chunk_size: int = 32
+) -> np.ndarray:
+    """``fn`` (a no-grad [B, R] model output) over the steps' token batch in chunks of rows, as float64."""
+    batch = pad_token_batch(columns, module.tokenizer.pad_token_id)
     device = next(module.parameters()).device
     outputs = []
     with torch.no_grad():
-        for start in range(0, len(steps), chunk_size):
+        for start in range(0, num_rows(columns), chunk_size):
             chunk = {k: torch.as_tensor(v[start : start + chunk_size], device=device) for k, v in batch.items()}
             outputs.append(fn(chunk).double().cpu().numpy())
     width = batch[RESPONSE_MASK].shape[1]
     return np.concatenate(outputs) if outputs else np.zeros((0, width))
 
 
-#: What an estimator may need -> how to compute it from (module, steps).
-MODULE_OUTPUTS: dict[str, Callable[[Any, Steps], np.ndarray]] = {
-    NEED_VALUES: lambda module, steps: module_pass(module, steps, module.values),
-    NEED_REF_LOGP: lambda module, steps: module_pass(module, steps, module.reference_logprobs),
+#: What an estimator may need -> how to compute it from (module, step columns).
+MODULE_OUTPUTS: dict[str, Callable[[Any, StepColumns], np.ndarray]] = {
+    NEED_VALUES: lambda module, columns: module_pass(module, columns, module.values),
+    NEED_REF_LOGP: lambda module, columns: module_pass(module, columns, module.reference_logprobs),
 }
 
 
-# --- estimators: fn(steps, config) -> per-step [N] or per-token [N, R] advantages ----------------------
+# --- estimators: fn(step columns, config) -> per-step [N] or per-token [N, R] advantages -----------------
 
 
-def _step_anchor_ids(steps: Steps, config: Any) -> np.ndarray:
+def _step_anchor_ids(columns: StepColumns, config: Any) -> np.ndarray:
     """Anchor ids for GiGPO's step groups: exact ids, or clusters of similar anchors within each group."""
     if getattr(config, "step_grouping", "exact") == "similarity":
-        return similarity_step_groups(steps.group_index, steps.extras[ANCHOR], config.similarity_threshold)
-    return steps.anchor_index
+        return similarity_step_groups(columns[GROUP_INDEX], columns[ANCHOR], config.similarity_threshold)
+    return columns[ANCHOR_INDEX]
 
 
-def _row_offset(steps: Steps, config: Any) -> np.ndarray | None:
+def _row_offset(columns: StepColumns, config: Any) -> np.ndarray | None:
     """verl-agent's invalid-action penalty (``invalid_action_penalty_mode="row"``): minus the penalty on each
-    invalid step's own score row; None in "reward" mode (the env runner put it in the step reward)."""
+    invalid step's own score row; None in "reward" mode (:class:`InvalidActionPenalty` put it in the reward)."""
     if getattr(config, "invalid_action_penalty_mode", "reward") != "row":
         return None
-    return -config.invalid_action_penalty * (~steps.extras[VALID]).astype(np.float64)
+    return -config.invalid_action_penalty * (~columns[VALID]).astype(np.float64)
 
 
-def _grpo(steps: Steps, config: Any) -> np.ndarray:
+def _grpo(columns: StepColumns, config: Any) -> np.ndarray:
     return grpo_advantages(
-        steps.rewards, steps.episode_index, steps.group_index, config.advantage_norm,
-        over_steps=getattr(config, "group_stats_over_steps", False), row_offset=_row_offset(steps, config),
+        columns[REWARDS], columns[EPISODE_INDEX], columns[GROUP_INDEX], config.advantage_norm,
+        over_steps=getattr(config, "group_stats_over_steps", False), row_offset=_row_offset(columns, config),
     )
 
 
-def _gigpo(steps: Steps, config: Any) -> np.ndarray:
+def _gigpo(columns: StepColumns, config: Any) -> np.ndarray:
     return gigpo_advantages(
-        steps.rewards,
-        steps.episode_index,
-        steps.group_index,
-        _step_anchor_ids(steps, config),
+        columns[REWARDS],
+        columns[EPISODE_INDEX],
+        columns[GROUP_INDEX],
+        _step_anchor_ids(columns, config),
         gamma=config.gamma,
         omega=config.step_advantage_weight,
         mode=config.advantage_norm,
         over_steps=getattr(config, "group_stats_over_steps", False),
         across_groups=getattr(config, "step_grouping", "exact") == "exact_across_groups",
-        row_offset=_row_offset(steps, config),
+        row_offset=_row_offset(columns, config),
     )
 
 
-def _rloo(steps: Steps, config: Any) -> np.ndarray:
+def _rloo(columns: StepColumns, config: Any) -> np.ndarray:
     return rloo_advantages(
-        steps.rewards, steps.episode_index, steps.group_index,
-        over_steps=getattr(config, "group_stats_over_steps", False), row_offset=_row_offset(steps, config),
+        columns[REWARDS], columns[EPISODE_INDEX], columns[GROUP_INDEX],
+        over_steps=getattr(config, "group_stats_over_steps", False), row_offset=_row_offset(columns, config),
     )
 
 
-def _gae(steps: Steps, config: Any) -> np.ndarray:
-    """Turn-level GAE; the step's value is the critic's value at its last prompt token."""
-    values = steps.extras[NEED_VALUES][:, 0]
-    advantages, targets = gae_advantages(steps.rewards, values, steps.episode_index, config.gamma, config.lambda_)
-    steps.columns[OLD_VALUES] = values.astype(np.float32)
-    steps.columns[VALUE_TARGETS] = targets.astype(np.float32)
+def _gae(columns: StepColumns, config: Any) -> np.ndarray:
+    """Turn-level GAE; the step's value is the critic's value at its last prompt token. Writes the critic's
+    values and targets as the ``vf_preds`` / ``value_targets`` columns the value loss reads."""
+    values = columns[NEED_VALUES][:, 0]
+    advantages, targets = gae_advantages(
+        columns[REWARDS], values, columns[EPISODE_INDEX], config.gamma, config.lambda_
+    )
+    columns[OLD_VALUES] = values.astype(np.float32)
+    columns[VALUE_TARGETS] = targets.astype(np.float32)
     return batch_normalize(advantages, config.advantage_norm)
 
 
-def _reinforce_pp(steps: Steps, config: Any) -> np.ndarray:
+def response_mask_and_logp(columns: StepColumns) -> tuple[np.ndarray, np.ndarray]:
+    """The [N, R] response-token mask and the sampler's log-probs on it (float64)."""
+    token = pad_token_batch({k: columns[k] for k in (PROMPT, RESPONSE, ACTION_LOGP)}, pad_id=0)
+    return token[RESPONSE_MASK].astype(np.float64), token[ACTION_LOGP].astype(np.float64)
+
+
+def _reinforce_pp(columns: StepColumns, config: Any) -> np.ndarray:
     """REINFORCE++: discounted step returns on each step's last token, KL to the reference on every token."""
-    mask = steps.extras["token_batch"][RESPONSE_MASK]
+    mask, old_logp = response_mask_and_logp(columns)
     kl = np.zeros(mask.shape)
     if config.kl_reward_coeff > 0:
-        old_logp = torch.as_tensor(steps.extras["token_batch"][ACTION_LOGP], dtype=torch.float64)
-        ref_logp = torch.as_tensor(steps.extras[NEED_REF_LOGP])
-        kl = kl_penalty(old_logp, ref_logp, config.kl_reward_estimator).numpy()
-    step_returns = discounted_returns(steps.rewards, steps.episode_index, config.gamma)
+        ref_logp = torch.as_tensor(columns[NEED_REF_LOGP])
+        kl = kl_penalty(torch.as_tensor(old_logp), ref_logp, config.kl_reward_estimator).numpy()
+    step_returns = discounted_returns(columns[REWARDS], columns[EPISODE_INDEX], config.gamma)
     return reinforce_pp_advantages(step_returns, kl, mask, config.kl_reward_coeff)[0]
 
 
-#: Name -> function(steps, config) -> advantages. Register more with :func:`register_estimator`.
-ADVANTAGE_ESTIMATORS: dict[str, Callable[[Steps, Any], np.ndarray]] = {
+#: Name -> function(step columns, config) -> advantages. Register more with :func:`register_estimator`.
+ADVANTAGE_ESTIMATORS: dict[str, Callable[[StepColumns, Any], np.ndarray]] = {
     "grpo": _grpo,
     "gigpo": _gigpo,
     "rloo": _rloo,
@@ -268,8 +295,13 @@ ESTIMATOR_NEEDS: dict[str, tuple[str, ...] | Callable[[Any], tuple[str, ...]]] =
 
 
 def register_estimator(
-    name: str, fn: Callable[[Steps, Any], np.ndarray], needs: tuple[str, ...] | Callable[[Any], tuple[str, ...]] = ()
+    name: str,
+    fn: Callable[[StepColumns, Any], np.ndarray],
+    needs: tuple[str, ...] | Callable[[Any], tuple[str, ...]] = (),
 ) -> None:
+    """Adds an advantage estimator: ``fn(step_columns, config)`` returns one advantage per row ([N]) or per
+    response token ([N, R]); it may add per-row training columns to ``step_columns`` (as GAE adds the value
+    targets). ``needs`` names model outputs (:data:`MODULE_OUTPUTS`) it reads as columns."""
     ADVANTAGE_ESTIMATORS[name] = fn
     ESTIMATOR_NEEDS[name] = needs
 
@@ -283,8 +315,25 @@ def estimator_needs(config: Any) -> tuple[str, ...]:
 
 
 class FlattenSteps(ConnectorV2):
+    """Writes the step columns of all (single-agent) episodes as ``batch[DEFAULT_MODULE_ID]``."""
+
     def __call__(self, *, rl_module, batch, episodes, explore=None, shared_data=None, metrics=None, **kwargs):
-        shared_data[STEPS] = flatten_episodes(episodes)
+        batch[DEFAULT_MODULE_ID] = step_columns(episodes)
+        return batch
+
+
+class InvalidActionPenalty(ConnectorV2):
+    """Subtracts ``invalid_action_penalty`` from the reward of every step whose response did not parse to
+    an action the env accepted (``invalid_action_penalty_mode="reward"``; the "row" mode is the estimator's
+    row offset instead)."""
+
+    def __init__(self, input_observation_space=None, input_action_space=None, *, config: Any, **kwargs: Any) -> None:
+        super().__init__(input_observation_space, input_action_space, **kwargs)
+        self.penalty = config.invalid_action_penalty
+
+    def __call__(self, *, rl_module, batch, episodes, explore=None, shared_data=None, metrics=None, **kwargs):
+        for columns in batch.values():
+            columns[REWARDS] = columns[REWARDS] - self.penalty * (~columns[VALID]).astype(np.float64)
         return batch
 
 
@@ -305,16 +354,31 @@ class OverlongPenalty(ConnectorV2):
         self.factor = config.overlong_penalty_factor
 
     def __call__(self, *, rl_module, batch, episodes, explore=None, shared_data=None, metrics=None, **kwargs):
-        steps: Steps = shared_data[STEPS]
-        penalty = overlong_penalty([len(r) for r in steps.responses], self.max_length, self.buffer, self.factor)
-        steps.rewards = steps.rewards + penalty
-        if metrics is not None and len(steps):
-            metrics.log_value("overlong_penalty_mean", float(penalty.mean()), window=1)
+        penalties = []
+        for columns in batch.values():
+            penalty = overlong_penalty([len(r) for r in columns[RESPONSE]], self.max_length, self.buffer, self.factor)
+            columns[REWARDS] = columns[REWARDS] + penalty
+            penalties.append(penalty)
+        if metrics is not None and sum(len(p) for p in penalties):
+            metrics.log_value("overlong_penalty_mean", float(np.concatenate(penalties).mean()), window=1)
         return batch
 
 
+def shaping_connectors(config: Any) -> list[ConnectorV2]:
+    """The reward-shaping pieces ``config`` asks for, in order (both configs' pipelines use this)."""
+    pieces: list[ConnectorV2] = []
+    if config.invalid_action_penalty_mode == "reward" and config.invalid_action_penalty:
+        pieces.append(InvalidActionPenalty(config=config))
+    if config.overlong_buffer_len > 0:
+        pieces.append(OverlongPenalty(config=config))
+    return pieces
+
+
 class ComputeAdvantages(ConnectorV2):
-    """Runs the configured advantage estimator over the flat steps (after the model passes it needs)."""
+    """Runs the configured advantage estimator over every module's steps at once (the rows of all modules
+    one after another, so a group that spans modules is normalized as one) and writes each module's
+    ``advantages`` column, plus any per-row column the estimator added. Model outputs the estimator needs
+    are computed first, which takes a single module."""
 
     def __init__(self, input_observation_space=None, input_action_space=None, *, config: Any, **kwargs: Any) -> None:
         super().__init__(input_observation_space, input_action_space, **kwargs)
@@ -327,28 +391,60 @@ class ComputeAdvantages(ConnectorV2):
         self.needs = estimator_needs(config)
 
     def __call__(self, *, rl_module, batch, episodes, explore=None, shared_data=None, metrics=None, **kwargs):
-        steps: Steps = shared_data[STEPS]
-        module = _default_module(rl_module)
-        token_batch(steps, module.tokenizer.pad_token_id)
+        module_ids = list(batch)
+        if self.needs and len(module_ids) > 1:
+            raise ValueError(
+                f"advantage_estimator {self.config.advantage_estimator!r} needs {self.needs} from the model, "
+                "which takes one module's pass per step; with several modules use grpo, gigpo or rloo."
+            )
+        columns = concat_columns([batch[m] for m in module_ids])
+        if np.any(np.diff(columns[EPISODE_INDEX]) < 0):
+            raise ValueError("Step columns must hold whole episodes in ascending episode_index order (module by module).")
         for need in self.needs:
-            steps.extras[need] = MODULE_OUTPUTS[need](module, steps)
-        steps.advantages = np.asarray(self.estimator(steps, self.config), dtype=np.float32)
-        if metrics is not None and len(steps):
-            metrics.log_value("advantage_mean", float(steps.advantages.mean()), window=1)
-            metrics.log_value("advantage_abs_mean", float(np.abs(steps.advantages).mean()), window=1)
-            if steps.advantages.ndim == 1:
-                fraction = uninformative_group_fraction(steps.advantages, steps.group_index)
+            columns[need] = MODULE_OUTPUTS[need](learner_module(rl_module, module_ids[0]), columns)
+        before = set(columns)
+        advantages = np.asarray(self.estimator(columns, self.config), dtype=np.float32)
+        added = {k: columns[k] for k in set(columns) - before}
+        bounds = np.cumsum([0] + [num_rows(batch[m]) for m in module_ids])
+        for module_id, lo, hi in zip(module_ids, bounds[:-1], bounds[1:], strict=True):
+            batch[module_id][ADVANTAGES] = advantages[lo:hi]
+            batch[module_id].update({k: v[lo:hi] for k, v in added.items()})
+        if metrics is not None and len(advantages):
+            metrics.log_value("advantage_mean", float(advantages.mean()), window=1)
+            metrics.log_value("advantage_abs_mean", float(np.abs(advantages).mean()), window=1)
+            if advantages.ndim == 1:
+                fraction = uninformative_group_fraction(advantages, columns[GROUP_INDEX])
                 metrics.log_value(UNINFORMATIVE_GROUP_FRACTION, fraction, window=1)
         return batch
 
 
+#: Step columns that only serve the pieces before the token batch (the Learner never reads them).
+STEP_BOOKKEEPING = frozenset(
+    {REWARDS, EPISODE_INDEX, GROUP_INDEX, ANCHOR_INDEX, ANCHOR, VALID, PROMPT, RESPONSE, IMAGES, AGENT_ID,
+     NEED_VALUES, NEED_REF_LOGP}
+)
+
+
+def training_columns(columns: StepColumns, pad_id: int) -> dict[str, np.ndarray]:
+    """A module's step columns as the Learner takes them: the padded token batch, then every other per-row
+    numeric column (advantages, value targets, a user piece's own); :data:`STEP_BOOKKEEPING` stops here."""
+    out = pad_token_batch(columns, pad_id)
+    width = out[RESPONSE_MASK].shape[1]
+    for key, value in columns.items():
+        if key in out or key in STEP_BOOKKEEPING:
+            continue
+        if not isinstance(value, np.ndarray) or value.dtype == object:
+            raise ValueError(f"Learner column {key!r} must be a numeric numpy array (one row per step), got {type(value).__name__}")
+        out[key] = value[:, :width] if key == ADVANTAGES and value.ndim == 2 else value
+    return out
+
+
 class StepsToTokenBatch(ConnectorV2):
-    """Writes the padded token batch plus advantages (and any extra columns) for the default module."""
+    """Turns every module's step columns into its token batch (:func:`training_columns`), padded with the
+    module's own tokenizer's pad id."""
 
     def __call__(self, *, rl_module, batch, episodes, explore=None, shared_data=None, metrics=None, **kwargs):
-        steps: Steps = shared_data[STEPS]
-        columns = dict(token_batch(steps, _default_module(rl_module).tokenizer.pad_token_id))
-        columns[ADVANTAGES] = steps.advantages
-        columns.update(steps.columns)
-        batch[DEFAULT_MODULE_ID] = columns
+        for module_id in list(batch):
+            pad_id = learner_module(rl_module, module_id).tokenizer.pad_token_id
+            batch[module_id] = training_columns(batch[module_id], pad_id)
         return batch

@@ -41,7 +41,7 @@ class Step(NamedTuple):
     observation: str
     #: The parsed action (text inside ``<action>``), None when the response had none.
     action: str | None
-    #: The env's reward, without the env runner's invalid-action penalty (so an invalid step is no "event").
+    #: The env's reward (episodes record it unshaped: the invalid-action penalty is the Learner's).
     reward: float
     #: The env's info of the step's result.
     info: dict
@@ -112,7 +112,7 @@ class Memory(ConnectorV2):
 
     def state_of(self, episode: Any) -> Any:
         """Brings this episode's memory up to date with its completed steps and returns the state."""
-        from rllib_llm.columns import ENV_REWARD, RESPONSE_TEXT
+        from rllib_llm.columns import RESPONSE_TEXT
 
         record = episode.custom_data.get(self._key)
         if record is None:
@@ -122,8 +122,7 @@ class Memory(ConnectorV2):
             return record["state"]
         observations = episode.get_observations()
         infos = episode.get_infos()
-        env_rewards = _extra(episode, ENV_REWARD)
-        rewards = env_rewards if env_rewards is not None else episode.get_rewards()
+        rewards = episode.get_rewards()
         responses = _extra(episode, RESPONSE_TEXT)
         for t in range(record["seen"], len(actions)):
             step = Step(

@@ -13,17 +13,11 @@ from rllib_llm.multi_agent.config import (
     llm_module_spec,
 )
 from rllib_llm.multi_agent.env_runner import LLMMultiAgentEnvRunner
-from rllib_llm.multi_agent.learner_connectors import (
-    ComputeAgentAdvantages,
-    FlattenAgentSteps,
-    StepsToModuleBatches,
-    flatten_agent_episodes,
-)
+from rllib_llm.multi_agent.learner_connectors import FlattenAgentSteps, agent_step_columns
 from rllib_llm.multi_agent.pettingzoo_adapter import PettingZooAdapter, make_multi_agent_env, register_multi_agent_env
 
 __all__ = [
     "AgentToModule",
-    "ComputeAgentAdvantages",
     "FlattenAgentSteps",
     "LLMMultiAgentAlgorithm",
     "LLMMultiAgentEnvRunner",
@@ -33,8 +27,7 @@ __all__ = [
     "MultiAgentGiGPOConfig",
     "MultiAgentLLMConfig",
     "PettingZooAdapter",
-    "StepsToModuleBatches",
-    "flatten_agent_episodes",
+    "agent_step_columns",
     "llm_module_spec",
     "make_multi_agent_env",
     "register_multi_agent_env",

@@ -27,20 +27,14 @@ from collections.abc import Callable
 from typing import Any
 
 from ray.rllib.algorithms.algorithm_config import NotProvided
-from ray.rllib.connectors.learner import LearnerConnectorPipeline, NumpyToTensor
 from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
 from rllib_llm.algorithms.config import LLMConfig, _set
-from rllib_llm.algorithms.learner_connectors import ADVANTAGE_ESTIMATORS, OverlongPenalty, estimator_needs
+from rllib_llm.algorithms.learner_connectors import ADVANTAGE_ESTIMATORS, estimator_needs
 from rllib_llm.envs.registry import registered_envs
 from rllib_llm.models import ModelSpec
-from rllib_llm.multi_agent.learner_connectors import (
-    ADVANTAGE_GROUPINGS,
-    ComputeAgentAdvantages,
-    FlattenAgentSteps,
-    StepsToModuleBatches,
-)
+from rllib_llm.multi_agent.learner_connectors import ADVANTAGE_GROUPINGS, FlattenAgentSteps
 from rllib_llm.multi_agent.pettingzoo_adapter import multi_agent_env_name_errors
 
 #: model_config key of :func:`llm_module_spec`: ModelSpec fields that override the config's ``.llm()`` model.
@@ -123,9 +117,6 @@ class MultiAgentLLMConfig(LLMConfig):
                 f"advantage_estimator {self.advantage_estimator!r} with these settings needs {needs} from the model "
                 "in the learner connector, which multi-agent training does not compute; use grpo, gigpo or rloo"
             )
-        if self.invalid_action_penalty_mode != "reward":
-            errors.append("invalid_action_penalty_mode must be 'reward' for multi-agent training (the penalty is "
-                          "part of each agent's step reward)")
         if not isinstance(self.agent_prompts, dict) or not isinstance(self.agent_env_to_module, dict):
             errors.append("agent_prompts and agent_env_to_module must be dicts keyed by agent id")
         if errors:
@@ -151,22 +142,9 @@ class MultiAgentLLMConfig(LLMConfig):
         model = ModelSpec.from_any(own.pop("model", None) or self.llm_model).to_dict()
         return {**own, **self.get_default_rl_module_spec().model_config, "model": {**model, **overrides}}
 
-    def build_learner_connector(self, input_observation_space, input_action_space, device=None):
-        """Agent episodes -> flat steps -> [overlong penalty] -> agent-wise advantages -> (user pieces) ->
-        per-module token batches -> tensors."""
-        user = self.user_learner_connectors(input_observation_space, input_action_space)
-        return LearnerConnectorPipeline(
-            connectors=[
-                FlattenAgentSteps(grouping=self.advantage_grouping),
-                *([OverlongPenalty(config=self)] if self.overlong_buffer_len > 0 else []),
-                ComputeAgentAdvantages(config=self),
-                *user,
-                StepsToModuleBatches(),
-                NumpyToTensor(as_learner_connector=True, device=device),
-            ],
-            input_observation_space=input_observation_space,
-            input_action_space=input_action_space,
-        )
+    def episodes_to_step_columns(self) -> FlattenAgentSteps:
+        """Agent episodes -> each module's step columns (grouped by ``advantage_grouping``)."""
+        return FlattenAgentSteps(grouping=self.advantage_grouping)
 
 
 class MultiAgentGRPOConfig(MultiAgentLLMConfig):

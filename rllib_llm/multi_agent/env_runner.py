@@ -32,7 +32,6 @@ from ray.rllib.utils import force_list
 
 from rllib_llm.columns import (
     AGENT_ID,
-    ENV_REWARD,
     GENERATIONS,
     GROUP_ID,
     INFO_ACTION_VALID,
@@ -43,7 +42,7 @@ from rllib_llm.columns import (
 )
 from rllib_llm.env_connectors.memory import INVALID_ACTION
 from rllib_llm.generation import GenerationBackend, SamplingParams, make_backend
-from rllib_llm.group_env_runner import GroupEnvRunner, RolloutCounters, prompt_fields, reward_penalty, step_record
+from rllib_llm.group_env_runner import GroupEnvRunner, RolloutCounters, prompt_fields, step_record
 from rllib_llm.multi_agent.envs.base import agent_prompt_template, agent_task_description
 from rllib_llm.multi_agent.pettingzoo_adapter import ALL, PettingZooAdapter, Transition, make_multi_agent_env
 
@@ -275,12 +274,9 @@ class LLMMultiAgentEnvRunner(GroupEnvRunner):
         for agent_id in agent_ids:
             info = transition.infos.get(agent_id, {})
             valid = bool(info.get(INFO_ACTION_VALID, actions[agent_id] is not None)) and actions[agent_id] is not None
-            env_reward = float(rewards.get(agent_id, 0.0))
-            rewards[agent_id] = env_reward - reward_penalty(self.config, valid)
-            extra[agent_id].update({VALID: valid, ENV_REWARD: env_reward})
+            extra[agent_id][VALID] = valid
         if last and not transition.done:
             self._truncate(i, episode, transition)
-        lengths = {a: len(ep) for a, ep in episode.agent_episodes.items()}
         episode.add_env_step(
             observations=transition.observations,
             actions=recorded,
@@ -290,7 +286,6 @@ class LLMMultiAgentEnvRunner(GroupEnvRunner):
             truncateds=transition.truncateds,
             extra_model_outputs=extra,
         )
-        self._complete_env_rewards(episode, lengths)
 
     def _transition(self, i: int, episode: MultiAgentEpisode, actions: dict[str, Any]) -> Transition:
         """The env's transition; an env failure truncates the episode (each live agent keeps its last
@@ -316,13 +311,4 @@ class LLMMultiAgentEnvRunner(GroupEnvRunner):
             if not transition.terminateds.get(agent_id):
                 transition.truncateds[agent_id] = True
         transition.truncateds[ALL] = True
-
-    def _complete_env_rewards(self, episode: MultiAgentEpisode, lengths: dict[str, int]) -> None:
-        """A turn-based agent's step completes when its next turn comes, with rewards paid in between
-        (e.g. the loser's -1): make its ``env_reward`` the whole step reward, minus the penalty part."""
-        for agent_id, agent_episode in episode.agent_episodes.items():
-            if len(agent_episode) > lengths.get(agent_id, 0):
-                valid = agent_episode.get_extra_model_outputs(VALID, -1)
-                reward = agent_episode.get_rewards(-1) + reward_penalty(self.config, valid)
-                agent_episode.set_extra_model_outputs(key=ENV_REWARD, new_data=reward, at_indices=-1)
 

@@ -137,7 +137,7 @@ def episode_record(episode: Any, iteration: int, render_prompt: Callable[[Any], 
     """One sampled episode as a JSON-able dict: per step the prompt (as ``render_prompt`` turns the
     recorded prompt into text: token ids decoded, or chat messages joined), the response, the parsed
     action, the reward. What ``rllib-llm show-trajectory`` prints."""
-    from rllib_llm.columns import ENV_REWARD, GROUP_ID, PROMPT, RESPONSE_TEXT, SEED, VALID
+    from rllib_llm.columns import GROUP_ID, PROMPT, RESPONSE_TEXT, SEED, VALID
     from rllib_llm.env_connectors.memory import observation_text
     from rllib_llm.metrics import episode_success
 
@@ -148,9 +148,7 @@ def episode_record(episode: Any, iteration: int, render_prompt: Callable[[Any], 
         return list(episode.get_extra_model_outputs(key)) if key in episode.extra_model_outputs else [None] * len(actions)
 
     steps = []
-    for t, (prompt, response, valid, env_reward) in enumerate(
-        zip(column(PROMPT), column(RESPONSE_TEXT), column(VALID), column(ENV_REWARD), strict=True)
-    ):
+    for t, (prompt, response, valid) in enumerate(zip(column(PROMPT), column(RESPONSE_TEXT), column(VALID), strict=True)):
         steps.append(
             {
                 "t": t,
@@ -160,7 +158,6 @@ def episode_record(episode: Any, iteration: int, render_prompt: Callable[[Any], 
                 "action": actions[t],
                 "valid": None if valid is None else bool(valid),
                 "reward": float(rewards[t]),
-                "env_reward": None if env_reward is None else float(env_reward),
             }
         )
     return {

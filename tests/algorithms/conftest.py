@@ -12,8 +12,8 @@ import numpy as np
 from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 
-from rllib_llm.algorithms.learner_connectors import STEPS, Steps
-from rllib_llm.columns import ACTION_LOGP, ANCHOR, GROUP_ID, PROMPT, RESPONSE
+from rllib_llm.algorithms.learner_connectors import StepColumns
+from rllib_llm.columns import ACTION_LOGP, ANCHOR, GROUP_ID, PROMPT, RESPONSE, VALID
 
 TUNED_EXAMPLES = Path(__file__).resolve().parents[2] / "tuned_examples"
 
@@ -24,8 +24,10 @@ def make_episode(
     anchors: Sequence[Any] | None = None,
     responses: Sequence[list[int]] | None = None,
     prompt: Sequence[int] = (40, 41, 42),
+    valid: Sequence[bool] | None = None,
 ) -> SingleAgentEpisode:
-    """An episode shaped like LLMEnvRunner's: per-step prompt/response ids, old log-probs, anchors."""
+    """An episode shaped like LLMEnvRunner's: per-step prompt/response ids, old log-probs, anchors (and
+    validity, when given)."""
     episode = SingleAgentEpisode(observations=["start"], infos=[{}], len_lookback_buffer=0)
     for t, reward in enumerate(rewards):
         response = list(responses[t]) if responses is not None else [50 + t, 51 + t]
@@ -40,20 +42,24 @@ def make_episode(
                 RESPONSE: response,
                 ACTION_LOGP: [-1.0 - 0.1 * j for j in range(len(response))],
                 ANCHOR: anchors[t] if anchors is not None else t,
+                **({VALID: bool(valid[t])} if valid is not None else {}),
             },
         )
     episode.custom_data[GROUP_ID] = group_id
     return episode
 
 
-def run_learner_connector(config, module, episodes: list) -> tuple[dict[str, np.ndarray], Steps]:
-    """The config's learner pipeline up to (not including) NumpyToTensor: (numpy batch columns, steps)."""
+def run_learner_connector(config, module, episodes: list) -> tuple[dict[str, np.ndarray], StepColumns]:
+    """The config's learner pipeline up to (not including) NumpyToTensor: (numpy token batch columns, the
+    step columns StepsToTokenBatch received)."""
     pipeline = config.build_learner_connector(None, None)
-    shared: dict[str, Any] = {}
     batch: dict = {}
+    steps: StepColumns = {}
     for piece in pipeline.connectors[:-1]:
-        batch = piece(rl_module={DEFAULT_MODULE_ID: module}, batch=batch, episodes=episodes, shared_data=shared)
-    return batch[DEFAULT_MODULE_ID], shared[STEPS]
+        if type(piece).__name__ == "StepsToTokenBatch":
+            steps = dict(batch[DEFAULT_MODULE_ID])
+        batch = piece(rl_module={DEFAULT_MODULE_ID: module}, batch=batch, episodes=episodes, shared_data={})
+    return batch[DEFAULT_MODULE_ID], steps
 
 
 def tiny_module(**model_config):

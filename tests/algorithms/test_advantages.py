@@ -93,12 +93,11 @@ def test_invalid_action_penalty_on_its_own_row_as_verl_agent_by_hand():
 def test_the_row_mode_reaches_the_estimators_through_the_steps_valid_column():
     from types import SimpleNamespace
 
-    from rllib_llm.algorithms.learner_connectors import ADVANTAGE_ESTIMATORS, Steps
-    from rllib_llm.columns import VALID
+    from rllib_llm.algorithms.learner_connectors import ADVANTAGE_ESTIMATORS
+    from rllib_llm.columns import ANCHOR_INDEX, EPISODE_INDEX, GROUP_INDEX, REWARDS, VALID
 
-    steps = Steps(rewards=np.array([0.0, 1.0, 0.0]), episode_index=np.array([0, 0, 1]), group_index=np.zeros(3, int),
-                  anchor_index=np.array([0, 1, 0]), prompts=[[1]] * 3, responses=[[1]] * 3, old_logp=[[0.0]] * 3,
-                  extras={VALID: np.array([False, True, True])})
+    steps = {REWARDS: np.array([0.0, 1.0, 0.0]), EPISODE_INDEX: np.array([0, 0, 1]), GROUP_INDEX: np.zeros(3, int),
+             ANCHOR_INDEX: np.array([0, 1, 0]), VALID: np.array([False, True, True])}
     config = SimpleNamespace(advantage_norm="mean", group_stats_over_steps=True, invalid_action_penalty=0.1,
                              invalid_action_penalty_mode="row")
     np.testing.assert_allclose(ADVANTAGE_ESTIMATORS["grpo"](steps, config), [0.9 - 1.9 / 3, 1 - 1.9 / 3, -1.9 / 3])
@@ -366,9 +365,10 @@ def test_the_gigpo_estimator_pools_across_groups_only_when_configured():
 
     from rllib_llm.algorithms.config import LLMConfig
     from rllib_llm.algorithms.learner_connectors import ADVANTAGE_ESTIMATORS
+    from rllib_llm.columns import ANCHOR_INDEX, EPISODE_INDEX, GROUP_INDEX, REWARDS
 
-    steps = SimpleNamespace(rewards=np.array([1.0, 0.0, 0.0, 1.0]), episode_index=np.arange(4),
-                            group_index=np.array([0, 0, 1, 1]), anchor_index=np.array([0, 1, 0, 1]), extras={})
+    steps = {REWARDS: np.array([1.0, 0.0, 0.0, 1.0]), EPISODE_INDEX: np.arange(4),
+             GROUP_INDEX: np.array([0, 0, 1, 1]), ANCHOR_INDEX: np.array([0, 1, 0, 1])}
     config = SimpleNamespace(gamma=0.95, step_advantage_weight=1.0, advantage_norm="mean", step_grouping="exact")
     estimator = ADVANTAGE_ESTIMATORS["gigpo"]
     np.testing.assert_allclose(estimator(steps, config), [0.5, -0.5, -0.5, 0.5])

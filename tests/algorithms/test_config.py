@@ -98,17 +98,6 @@ def test_the_row_penalty_mode_needs_row_statistics_and_a_group_estimator():
     tiny().group_rollouts(invalid_action_penalty_mode="row").training(group_stats_over_steps=True).validate()
 
 
-def test_the_env_runner_keeps_the_penalty_out_of_the_reward_in_row_mode():
-    from types import SimpleNamespace
-
-    from rllib_llm.group_env_runner import reward_penalty
-
-    reward_mode = SimpleNamespace(invalid_action_penalty=0.1, invalid_action_penalty_mode="reward")
-    row_mode = SimpleNamespace(invalid_action_penalty=0.1, invalid_action_penalty_mode="row")
-    assert reward_penalty(reward_mode, valid=False) == 0.1 and reward_penalty(reward_mode, valid=True) == 0.0
-    assert reward_penalty(row_mode, valid=False) == 0.0
-
-
 def test_all_errors_are_reported_at_once():
     with pytest.raises(ValueError) as info:
         tiny().training(policy_loss="x", lambda_=2.0, clip_ratio_c=0.5).validate()
@@ -141,6 +130,6 @@ def test_overlong_penalty_piece_is_in_the_pipeline_only_when_enabled():
         return [type(c).__name__ for c in config.build_learner_connector(None, None).connectors]
 
     assert "OverlongPenalty" not in pieces(tiny(DAPOConfig))
-    assert pieces(tiny(DAPOConfig).training(overlong_buffer_len=4))[:3] == [
-        "FlattenSteps", "OverlongPenalty", "ComputeAdvantages"
+    assert pieces(tiny(DAPOConfig).training(overlong_buffer_len=4))[:4] == [
+        "FlattenSteps", "InvalidActionPenalty", "OverlongPenalty", "ComputeAdvantages"
     ]

@@ -14,8 +14,8 @@ from rllib_llm.algorithms.advantages import (
     gae_advantages,
     reinforce_pp_advantages,
 )
-from rllib_llm.algorithms.learner_connectors import STEPS, overlong_penalty
-from rllib_llm.columns import OLD_VALUES, VALUE_TARGETS
+from rllib_llm.algorithms.learner_connectors import overlong_penalty
+from rllib_llm.columns import ADVANTAGES, EPISODE_INDEX, GROUP_INDEX, OLD_VALUES, REWARDS, VALUE_TARGETS
 from rllib_llm.multi_agent import MultiAgentGRPOConfig
 from tests.algorithms.conftest import make_episode, run_learner_connector, tiny_module
 
@@ -41,7 +41,7 @@ def test_grpo_writes_one_advantage_per_step_next_to_the_token_batch(module):
     batch, steps = run_learner_connector(tiny(GRPOConfig, advantage_norm="mean"), module, two_groups())
     # Group r-0: returns 1 and -0.1 -> mean 0.45 -> +0.55 (2 steps), -0.55 (3 steps); group r-1 alone -> 0.
     np.testing.assert_allclose(batch["advantages"], [0.55, 0.55, -0.55, -0.55, -0.55, 0.0], rtol=1e-6)
-    np.testing.assert_array_equal(steps.group_index, [0, 0, 0, 0, 0, 1])
+    np.testing.assert_array_equal(steps[GROUP_INDEX], [0, 0, 0, 0, 0, 1])
     assert batch["input_ids"].shape[0] == batch["response_mask"].shape[0] == 6
     assert batch["response_mask"].shape[1] == 4  # the longest response
     assert OLD_VALUES not in batch
@@ -63,10 +63,10 @@ def test_ppo_connector_computes_values_and_gae_targets(module):
         module.value_head.bias.fill_(0.1)
     config = tiny(PPOConfig, gamma=0.9, lambda_=0.8)
     batch, steps = run_learner_connector(config, module, two_groups())
-    tensors = {k: torch.as_tensor(v) for k, v in steps.extras["token_batch"].items()}
+    tensors = {k: torch.as_tensor(v) for k, v in batch.items() if k in ("input_ids", "attention_mask", "response_mask", "action_logp")}
     values = module.values(tensors)[:, 0].double().numpy()
     assert np.ptp(values) > 0  # a real, input-dependent critic
-    adv, targets = gae_advantages(steps.rewards, values, steps.episode_index, 0.9, 0.8)
+    adv, targets = gae_advantages(steps[REWARDS], values, steps[EPISODE_INDEX], 0.9, 0.8)
     np.testing.assert_allclose(batch[OLD_VALUES], values, rtol=1e-5)
     np.testing.assert_allclose(batch[VALUE_TARGETS], targets, rtol=1e-5)
     np.testing.assert_allclose(batch["advantages"], batch_normalize(adv, "std"), rtol=1e-5, atol=1e-6)
@@ -75,10 +75,10 @@ def test_ppo_connector_computes_values_and_gae_targets(module):
 def test_reinforce_pp_connector_folds_the_reference_kl_into_token_rewards(module):
     config = tiny(ReinforcePlusPlusConfig, kl_reward_coeff=0.1, gamma=0.9)
     batch, steps = run_learner_connector(config, module, two_groups())
-    tensors = {k: torch.as_tensor(v) for k, v in steps.extras["token_batch"].items()}
+    tensors = {k: torch.as_tensor(v) for k, v in batch.items() if k in ("input_ids", "attention_mask", "response_mask", "action_logp")}
     kl = (tensors["action_logp"].double() - module.reference_logprobs(tensors).double()).numpy()  # k1
     expected, _ = reinforce_pp_advantages(
-        discounted_returns(steps.rewards, steps.episode_index, 0.9), kl, batch["response_mask"], 0.1
+        discounted_returns(steps[REWARDS], steps[EPISODE_INDEX], 0.9), kl, batch["response_mask"], 0.1
     )
     assert batch["advantages"].shape == batch["response_mask"].shape
     np.testing.assert_allclose(batch["advantages"], expected, rtol=1e-4, atol=1e-5)
@@ -102,15 +102,31 @@ def test_overlong_penalty_changes_rewards_before_the_advantages(module):
     ]
     config = tiny(DAPOConfig, overlong_buffer_len=4, advantage_norm="mean")
     batch, steps = run_learner_connector(config, module, episodes)
-    np.testing.assert_allclose(steps.rewards, [1.0, 0.0])
+    np.testing.assert_allclose(steps[REWARDS], [1.0, 0.0])
     np.testing.assert_allclose(batch["advantages"], [0.5, -0.5])
 
 
+def test_the_invalid_action_penalty_is_reward_shaping_in_the_learner_connector(module):
+    # Episodes keep the env's rewards; in "reward" mode the Learner subtracts 0.1 per invalid step (2 here).
+    episodes = [make_episode("g", [0.0, 1.0], valid=[False, False]), make_episode("g", [0.0, 1.0], valid=[True, True])]
+    assert list(episodes[0].get_rewards()) == [0.0, 1.0]
+    batch, steps = run_learner_connector(tiny(GRPOConfig, advantage_norm="mean"), module, episodes)
+    np.testing.assert_allclose(steps[REWARDS], [-0.1, 0.9, 0.0, 1.0])
+    np.testing.assert_allclose(batch["advantages"], [-0.1, -0.1, 0.1, 0.1], rtol=1e-6)
+    # "row" mode leaves the rewards alone (the estimator offsets the invalid rows instead).
+    row = tiny(GRPOConfig, advantage_norm="mean", group_stats_over_steps=True).group_rollouts(
+        invalid_action_penalty_mode="row"
+    )
+    assert "InvalidActionPenalty" not in [type(c).__name__ for c in row.build_learner_connector(None, None).connectors]
+    np.testing.assert_allclose(run_learner_connector(row, module, episodes)[1][REWARDS], [0.0, 1.0, 0.0, 1.0])
+
+
 class _DoubleAdvantages(ConnectorV2):
-    """A user's learner piece: it sees the advantages before the token batch is built."""
+    """A user's learner piece: it sees every module's advantages column before the token batch is built."""
 
     def __call__(self, *, rl_module, batch, episodes, explore=None, shared_data=None, metrics=None, **kwargs):
-        shared_data[STEPS].advantages = 2.0 * shared_data[STEPS].advantages
+        for columns in batch.values():
+            columns[ADVANTAGES] = 2.0 * columns[ADVANTAGES]
         return batch
 
 
@@ -127,6 +143,6 @@ def test_multi_agent_configs_take_a_list_of_user_learner_pieces():
     config = MultiAgentGRPOConfig().training(learner_connector=lambda obs, act: pieces)
     names = [type(c).__name__ for c in config.build_learner_connector(None, None).connectors]
     assert names == [
-        "FlattenAgentSteps", "ComputeAgentAdvantages", "_DoubleAdvantages", "_DoubleAdvantages",
-        "StepsToModuleBatches", "NumpyToTensor",
+        "FlattenAgentSteps", "InvalidActionPenalty", "ComputeAdvantages", "_DoubleAdvantages", "_DoubleAdvantages",
+        "StepsToTokenBatch", "NumpyToTensor",
     ]

@@ -45,17 +45,18 @@ def mutation(kind: str):
     """A learner connector piece that breaks the advantages the way a pipeline bug would."""
     from ray.rllib.connectors.connector_v2 import ConnectorV2
 
-    from rllib_llm.algorithms.learner_connectors import STEPS
+    from rllib_llm.columns import ADVANTAGES
 
     class Mutate(ConnectorV2):
         def __call__(self, *, rl_module, batch, episodes, explore=None, shared_data=None, metrics=None, **kwargs):
-            steps = shared_data[STEPS]
-            if kind == "zero":
-                steps.advantages = np.zeros_like(steps.advantages)
-            elif kind == "shift":  # each row gets its neighbour's advantage
-                steps.advantages = np.roll(steps.advantages, 1)
-            elif kind == "negate":
-                steps.advantages = -steps.advantages
+            for columns in batch.values():
+                advantages = columns[ADVANTAGES]
+                if kind == "zero":
+                    columns[ADVANTAGES] = np.zeros_like(advantages)
+                elif kind == "shift":  # each row gets its neighbour's advantage
+                    columns[ADVANTAGES] = np.roll(advantages, 1)
+                elif kind == "negate":
+                    columns[ADVANTAGES] = -advantages
             return batch
 
     return lambda *args, **kwargs: Mutate()

@@ -78,7 +78,7 @@ def test_training_saves_trajectories_and_show_trajectory_prints_them(tracked_run
     assert len({r["group_id"] for r in records}) == 2  # one episode of each group
     step = records[0]["steps"][0]
     assert step["prompt"].startswith("<|im_start|>system") and step["observation"] in step["prompt"]
-    assert set(step) >= {"response", "action", "reward", "valid", "env_reward"}
+    assert set(step) >= {"response", "action", "reward", "valid"}
     assert main(["show-trajectory", str(run_dir), "--index", "1"]) == 0
     text = capsys.readouterr().out
     assert text.count("=== iteration 1") == 1 and "--- step 1 ---" in text

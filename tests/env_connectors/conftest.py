@@ -10,7 +10,7 @@ import pytest
 from ray.rllib.connectors.env_to_module import EnvToModulePipeline
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 
-from rllib_llm.columns import ENV_REWARD, FEW_SHOT_KEY, PROMPT_IDS, RESPONSE_TEXT, TASK_KEY, TEMPLATE_KEY
+from rllib_llm.columns import FEW_SHOT_KEY, PROMPT_IDS, RESPONSE_TEXT, TASK_KEY, TEMPLATE_KEY
 from rllib_llm.models import load_tokenizer
 
 
@@ -54,16 +54,15 @@ def add_step(
     reward: float = 0.0,
     info: dict | None = None,
     *,
-    penalty: float = 0.0,
     response: str | None = None,
 ) -> None:
-    """One env step as the env runner records it (reward with penalty, env reward and response apart)."""
+    """One env step as the env runner records it (the env's reward, the response text apart)."""
     episode.add_env_step(
         observation,
         action,
-        reward - penalty,
+        reward,
         infos=info or {},
-        extra_model_outputs={ENV_REWARD: reward, RESPONSE_TEXT: response or f"<action>{action}</action>"},
+        extra_model_outputs={RESPONSE_TEXT: response or f"<action>{action}</action>"},
     )
 
 

@@ -29,14 +29,13 @@ STEPS = [
 ]
 
 
-def run(memories, module, steps=STEPS, penalty=0.1):
-    """Plays ``steps`` calling the pipeline before every step and after the last, like the env runner.
-    Invalid steps get the runner's penalty in the episode reward (memories must see the env reward)."""
+def run(memories, module, steps=STEPS):
+    """Plays ``steps`` calling the pipeline before every step and after the last, like the env runner."""
     pipe = pipeline(*memories)
     episode = new_episode("o0")
     for observation, action, reward, info in steps:
         call(pipe, module, [episode])
-        add_step(episode, observation, action, reward, info, penalty=penalty if action is None else 0.0)
+        add_step(episode, observation, action, reward, info)
     return call(pipe, module, [episode]), episode
 
 
@@ -223,11 +222,3 @@ def test_memory_without_update_says_what_to_implement(module):
 
     with pytest.raises(NotImplementedError, match="update"):
         run([Broken()], module)
-
-
-def test_without_env_reward_records_the_episode_reward_is_used(module):
-    episode = new_episode("o0")
-    episode.add_env_step("o1", "+", 2.0, infos={})  # recorded without extra_model_outputs
-    assert call(pipeline(KeyEventMemory()), module, [episode])[MEMORY] == [
-        "Key events so far:\n[Step 1] observation: o0 | action: + | reward: 2\n"
-    ]

@@ -9,7 +9,6 @@ from ray.rllib.callbacks.callbacks import RLlibCallback
 from rllib_llm.columns import (
     ACTION_LOGP,
     ANCHOR,
-    ENV_REWARD,
     FEW_SHOT_KEY,
     GROUP_ID,
     PROMPT,
@@ -48,14 +47,11 @@ def test_one_batched_generate_per_step_and_records(runner):
     assert calls[0] == 6 and all(a >= b for a, b in zip(calls, calls[1:], strict=False))  # active envs only, shrinking
     for ep in episodes:
         n = len(ep)
-        for key in (PROMPT, RESPONSE, ACTION_LOGP, ANCHOR, VALID, ENV_REWARD):
+        for key in (PROMPT, RESPONSE, ACTION_LOGP, ANCHOR, VALID):
             assert len(ep.get_extra_model_outputs(key)) == n
         assert ep.is_done
     valid = [v for ep in episodes for v in ep.get_extra_model_outputs(VALID)]
     assert True in valid and False in valid
-    for ep in episodes:
-        for v, r, env_r in zip(ep.get_extra_model_outputs(VALID), ep.get_rewards(), ep.get_extra_model_outputs(ENV_REWARD), strict=True):
-            assert r == pytest.approx(env_r - (0.0 if v else runner.config.invalid_action_penalty))
     # anchors are the env's anchor_obs of the state the action was taken in: (target, position)
     ep = episodes[0]
     assert ep.get_extra_model_outputs(ANCHOR)[0] == ep.get_infos(0)["anchor_obs"]

@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 import torch
 
-from rllib_llm.algorithms.learner_connectors import Steps, pad_token_batch
+from rllib_llm.algorithms.learner_connectors import pad_token_batch
+from rllib_llm.columns import ACTION_LOGP, PROMPT, RESPONSE
 from rllib_llm.generation import SamplingParams, make_backend
 from rllib_llm.rl_module import LLMRLModule
 from rllib_llm.token_forward import response_logprobs
@@ -30,11 +31,7 @@ def test_learner_logprobs_match_generation_logprobs_for_unchanged_policy():
     backend = make_backend("hf", model=module.model, tokenizer=module.tokenizer)
     prompts = [[40, 41, 42, 43, 44, 45], [50, 51], [60, 61, 62]]
     outs = backend.generate(prompts, SamplingParams(temperature=0.7, max_new_tokens=5, stop=[], seed=1))
-    steps = Steps(
-        rewards=np.zeros(3), episode_index=np.arange(3), group_index=np.zeros(3, dtype=int),
-        anchor_index=np.arange(3), prompts=prompts, responses=[o.token_ids for o in outs],
-        old_logp=[o.logprobs for o in outs],
-    )
+    steps = {PROMPT: prompts, RESPONSE: [o.token_ids for o in outs], ACTION_LOGP: [o.logprobs for o in outs]}
     batch = {k: torch.as_tensor(v) for k, v in pad_token_batch(steps, module.tokenizer.pad_token_id).items()}
     with torch.no_grad():
         logp = module.forward_train(batch)["logp"]
@@ -96,11 +93,11 @@ def test_shared_prefix_forward_equals_plain_forward_and_backward():
     """Running the shared prompt prefix once gives the same log-probs and gradients as the plain pass."""
     module = build()
     shared = list(range(40, 70))
-    steps = Steps(
-        rewards=np.zeros(3), episode_index=np.arange(3), group_index=np.zeros(3, dtype=int),
-        anchor_index=np.arange(3), prompts=[shared + [5, 6, 7], shared + [8], shared + [9, 10]],
-        responses=[[11, 12], [13, 14, 15], [16]], old_logp=[[0.0] * 2, [0.0] * 3, [0.0]],
-    )
+    steps = {
+        PROMPT: [shared + [5, 6, 7], shared + [8], shared + [9, 10]],
+        RESPONSE: [[11, 12], [13, 14, 15], [16]],
+        ACTION_LOGP: [[0.0] * 2, [0.0] * 3, [0.0]],
+    }
     batch = {k: torch.as_tensor(v) for k, v in pad_token_batch(steps, module.tokenizer.pad_token_id).items()}
     grads = []
     results = []

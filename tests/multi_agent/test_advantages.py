@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
 
-from rllib_llm.algorithms.learner_connectors import STEPS
-from rllib_llm.columns import ACTION_LOGP, ANCHOR, GROUP_ID, PROMPT, RESPONSE
+from rllib_llm.algorithms.learner_connectors import ComputeAdvantages, StepsToTokenBatch
+from rllib_llm.columns import ACTION_LOGP, ADVANTAGES, ANCHOR, GROUP_ID, PROMPT, RESPONSE
 from rllib_llm.multi_agent import AgentToModule, MultiAgentGiGPOConfig, MultiAgentGRPOConfig
-from rllib_llm.multi_agent.learner_connectors import ComputeAgentAdvantages, FlattenAgentSteps, StepsToModuleBatches
+from rllib_llm.multi_agent.learner_connectors import FlattenAgentSteps
 
 R = 0.5 / (np.sqrt(0.5) + 1e-6)  # a centred value of 0.5 over the unbiased std of {+0.5, -0.5}: ~0.70711
 
@@ -43,11 +43,12 @@ def episode(group_id, steps, mapping=TWO_MODULES):
     return ep
 
 
-def advantages(config, episodes):
-    shared = {}
-    for piece in (FlattenAgentSteps(grouping=config.advantage_grouping), ComputeAgentAdvantages(config=config)):
-        piece(rl_module=None, batch={}, episodes=episodes, shared_data=shared)
-    return shared
+def advantages(config, episodes) -> dict:
+    """{module id: step columns with advantages}: the pipeline's first pieces on ``episodes``."""
+    batch: dict = {}
+    for piece in (FlattenAgentSteps(grouping=config.advantage_grouping), ComputeAdvantages(config=config)):
+        batch = piece(rl_module=None, batch=batch, episodes=episodes, shared_data={})
+    return batch
 
 
 ONE_STEP = [
@@ -59,17 +60,19 @@ ONE_STEP = [
 
 
 def test_grpo_normalizes_within_group_and_agent():
-    steps = advantages(MultiAgentGRPOConfig(), ONE_STEP)[STEPS]
-    # order: per episode, agents a then b
-    np.testing.assert_allclose(steps.advantages, [R, R, -R, -R, 0.0, -R, 0.0, R], atol=1e-5)
+    batch = advantages(MultiAgentGRPOConfig(), ONE_STEP)
+    # agent a (solver_llm) per episode, then agent b (verifier_llm)
+    np.testing.assert_allclose(batch["solver_llm"][ADVANTAGES], [R, -R, 0.0, 0.0], atol=1e-5)
+    np.testing.assert_allclose(batch["verifier_llm"][ADVANTAGES], [R, -R, -R, R], atol=1e-5)
 
 
 def test_grpo_group_pooling_mixes_the_agents_of_a_group():
     config = MultiAgentGRPOConfig().agents(advantage_grouping="group")
-    steps = advantages(config, ONE_STEP[:2])[STEPS]
-    # returns a1=1, b1=3, a2=0, b2=1: mean 1.25, unbiased std sqrt(4.75 / 3)
+    batch = advantages(config, ONE_STEP[:2])
+    # returns a1=1, b1=3, a2=0, b2=1: mean 1.25, unbiased std sqrt(4.75 / 3), across the two modules
     std = np.sqrt(4.75 / 3) + 1e-6
-    np.testing.assert_allclose(steps.advantages, np.array([-0.25, 1.75, -1.25, -0.25]) / std, atol=1e-5)
+    np.testing.assert_allclose(batch["solver_llm"][ADVANTAGES], np.array([-0.25, -1.25]) / std, atol=1e-5)
+    np.testing.assert_allclose(batch["verifier_llm"][ADVANTAGES], np.array([1.75, -0.25]) / std, atol=1e-5)
 
 
 def test_gigpo_step_groups_stay_within_each_agent():
@@ -78,21 +81,21 @@ def test_gigpo_step_groups_stay_within_each_agent():
         episode("g", {"a": [(0.0, "s0"), (1.0, "s1")], "b": [(1.0, "s0"), (2.0, "s1")]}),
         episode("g", {"a": [(0.0, "s0"), (0.0, "s2")], "b": [(1.0, "s0"), (0.0, "s1")]}),
     ]
-    steps = advantages(config, episodes)[STEPS]
+    batch = advantages(config, episodes)
     # a: episode part +-R (returns 1 vs 0); step part: s0 discounted returns 0.5 vs 0 -> +-R, s1/s2 alone -> 0.
     # b: episode part +-R (3 vs 1); s0: 2 vs 1 -> +-R; s1: 2 vs 0 -> +-R. Same anchor names, separate groups.
-    expected = [2 * R, R, 2 * R, 2 * R, -2 * R, -R, -2 * R, -2 * R]
-    np.testing.assert_allclose(steps.advantages, expected, atol=1e-4)
-    pooled = advantages(config.agents(advantage_grouping="group"), episodes)[STEPS]
-    assert not np.allclose(pooled.advantages, expected, atol=1e-3)
+    np.testing.assert_allclose(batch["solver_llm"][ADVANTAGES], [2 * R, R, -2 * R, -R], atol=1e-4)
+    np.testing.assert_allclose(batch["verifier_llm"][ADVANTAGES], [2 * R, 2 * R, -2 * R, -2 * R], atol=1e-4)
+    pooled = advantages(config.agents(advantage_grouping="group"), episodes)
+    assert not np.allclose(pooled["solver_llm"][ADVANTAGES], [2 * R, R, -2 * R, -R], atol=1e-3)
 
 
 def test_module_batches_take_their_agents_rows():
-    shared = advantages(MultiAgentGRPOConfig(), ONE_STEP)
+    steps = advantages(MultiAgentGRPOConfig(), ONE_STEP)
     tokenizer = SimpleNamespace(pad_token_id=0)
     module = SimpleNamespace(unwrapped=lambda: SimpleNamespace(tokenizer=tokenizer))
-    batch = StepsToModuleBatches()(
-        rl_module={"solver_llm": module, "verifier_llm": module}, batch={}, episodes=ONE_STEP, shared_data=shared
+    batch = StepsToTokenBatch()(
+        rl_module={"solver_llm": module, "verifier_llm": module}, batch=dict(steps), episodes=ONE_STEP
     )
     assert set(batch) == {"solver_llm", "verifier_llm"}
     np.testing.assert_allclose(batch["solver_llm"]["advantages"], [R, -R, 0.0, 0.0], atol=1e-5)
@@ -102,7 +105,7 @@ def test_module_batches_take_their_agents_rows():
         2,
     )
     with pytest.raises(ValueError, match="does not have"):
-        StepsToModuleBatches()(rl_module={"solver_llm": module}, batch={}, episodes=ONE_STEP, shared_data=shared)
+        StepsToTokenBatch()(rl_module={"solver_llm": module}, batch=advantages(MultiAgentGRPOConfig(), ONE_STEP), episodes=[])
 
 
 def test_one_shared_module_trains_on_all_agents_with_agent_wise_advantages():
@@ -111,9 +114,9 @@ def test_one_shared_module_trains_on_all_agents_with_agent_wise_advantages():
         episode("g1", {"a": [(1.0, "s")], "b": [(3.0, "s")]}, shared_mapping),
         episode("g1", {"a": [(0.0, "s")], "b": [(1.0, "s")]}, shared_mapping),
     ]
-    shared = advantages(MultiAgentGRPOConfig(), episodes)
+    steps = advantages(MultiAgentGRPOConfig(), episodes)
     module = SimpleNamespace(unwrapped=lambda: SimpleNamespace(tokenizer=SimpleNamespace(pad_token_id=0)))
-    batch = StepsToModuleBatches()(rl_module={"shared": module}, batch={}, episodes=episodes, shared_data=shared)
+    batch = StepsToTokenBatch()(rl_module={"shared": module}, batch=steps, episodes=episodes)
     np.testing.assert_allclose(batch["shared"]["advantages"], [R, R, -R, -R], atol=1e-5)
 
 

@@ -7,7 +7,7 @@ import time
 import numpy as np
 import pytest
 
-from rllib_llm.columns import ACTION_LOGP, ANCHOR, ENV_FAULTS, ENV_REWARD, GROUP_ID, PROMPT, RESPONSE, VALID
+from rllib_llm.columns import ACTION_LOGP, ANCHOR, ENV_FAULTS, GROUP_ID, PROMPT, RESPONSE, VALID
 from rllib_llm.metrics import NUM_ENV_FAULTS
 from rllib_llm.multi_agent import AgentToModule, LLMMultiAgentEnvRunner
 from tests.fake_backends import PolicyBackend
@@ -77,22 +77,19 @@ def test_the_loser_is_paid_when_the_winner_moves(tictactoe_runner):
         assert returns in ([-1.0, 1.0], [0.0, 0.0]) and sum(won) == (returns == [-1.0, 1.0])
         for agent in (p1, p2):
             n = len(agent)
-            for key in (PROMPT, RESPONSE, ACTION_LOGP, ANCHOR, VALID, ENV_REWARD):
+            for key in (PROMPT, RESPONSE, ACTION_LOGP, ANCHOR, VALID):
                 assert len(agent.get_extra_model_outputs(key)) == n
-            # the whole step reward, also when the opponent's winning move paid it
-            assert list(agent.get_extra_model_outputs(ENV_REWARD)) == list(agent.get_rewards())
 
 
 def test_invalid_responses_are_penalized_noops_and_episodes_truncate(tictactoe_runner):
     scripted(tictactoe_runner, lambda prompt: "I resign")
     episodes = tictactoe_runner.sample(seeds=[4])
-    penalty = tictactoe_runner.config.invalid_action_penalty
     for ep in episodes:
         player = ep.agent_episodes["player_1"]
         assert ep.is_truncated and len(player) == tictactoe_runner.config.max_episode_steps
         assert "player_2" not in ep.agent_episodes or len(ep.agent_episodes["player_2"]) == 0
         assert not any(player.get_extra_model_outputs(VALID))
-        assert player.get_rewards() == pytest.approx([-penalty] * len(player))
+        assert player.get_rewards() == pytest.approx([0.0] * len(player))  # the env's; the Learner penalizes
         assert all(a == "(invalid)" for a in player.get_actions())
     metrics = tictactoe_runner.get_metrics()
     assert metrics["agent_player_1"]["valid_action_rate"] == 0.0

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rllib_llm.columns import ENV_ERROR, ENV_REWARD, FINISH_REASON, RESPONSE_TEXT, VALID
+from rllib_llm.columns import ENV_ERROR, FINISH_REASON, RESPONSE_TEXT, VALID
 from rllib_llm.generation import GenerationBackend, GenerationOutput
 from rllib_llm.metrics import episode_success
 from tests.conftest import tiny_config
@@ -73,7 +73,7 @@ def test_training_survives_env_faults_and_never_counts_a_faulted_episode_as_a_su
     learner = results[-1]["learners"]["default_policy"]
     assert np.isfinite(learner["policy_loss"])
     # The fault is the env's: the step that hit it gets reward 0, and the model's reply is judged as it was
-    # (valid if it parsed), with no invalid-action penalty for a parseable one.
+    # (valid if it parsed), so the Learner's invalid-action penalty only hits an unparseable one.
     hit = [
         (reward, valid, action)
         for episodes in recorded.episodes for episode in episodes
@@ -82,10 +82,8 @@ def test_training_survives_env_faults_and_never_counts_a_faulted_episode_as_a_su
         if ENV_ERROR in info
     ]
     assert hit
-    penalty = recorded.algo.config.invalid_action_penalty
     for reward, valid, action in hit:
-        assert valid == (action is not None)
-        assert reward == (0.0 if valid else -penalty)
+        assert valid == (action is not None) and reward == 0.0
 
 
 def test_evaluation_faults_are_the_evaluations_own_not_a_training_iterations(recorded):
@@ -159,14 +157,13 @@ def test_model_output_faults_are_penalized_and_reach_the_result_dict(recorded):
             episode.get_extra_model_outputs(FINISH_REASON),
             episode.get_extra_model_outputs(VALID),
             episode.get_rewards(),
-            episode.get_extra_model_outputs(ENV_REWARD),
             [ENV_ERROR in (info or {}) for info in episode.get_infos()[1:]],
             strict=True,
         )
     ]
     texts = [s[0] for s in steps]
     # Every response is invalid wherever the env judged it (a step the env failed on is valid iff it parsed).
-    assert not any(s[2] for s in steps if not s[5])
+    assert not any(s[2] for s in steps if not s[4])
     assert env["valid_action_rate"] == pytest.approx(np.mean([s[2] for s in steps]))
     for key, flags in (
         ("empty_response_rate", [not t.strip() for t in texts]),
@@ -174,8 +171,6 @@ def test_model_output_faults_are_penalized_and_reach_the_result_dict(recorded):
         ("undecodable_response_rate", ["\ufffd" in t for t in texts]),
     ):
         assert np.mean(flags) > 0 and env[key] == pytest.approx(np.mean(flags)), key
-    penalty = recorded.algo.config.invalid_action_penalty
-    assert all(s[3] == pytest.approx(s[4] - (0.0 if s[2] else penalty)) for s in steps)
     assert np.isfinite(result["learners"]["default_policy"]["policy_loss"])
 
 

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 import torch
 
-from rllib_llm.algorithms.learner_connectors import Steps, pad_token_batch
+from rllib_llm.algorithms.learner_connectors import pad_token_batch
+from rllib_llm.columns import ACTION_LOGP, IMAGES, PROMPT, RESPONSE
 from rllib_llm.generation import SamplingParams, make_backend
 
 CUDA = pytest.param(
@@ -29,12 +29,9 @@ PROMPTS = [PREFIX + [70, 71, 72], PREFIX + [80], PREFIX]
 def token_batch(module, prompts: list[list[int]], outputs: list, images: list | None = None) -> dict[str, torch.Tensor]:
     """The Learner's token batch for (prompt, generated response) pairs, old log-probs included (and the
     image columns, with ``images``: one image or None per row)."""
-    n = len(prompts)
-    steps = Steps(
-        rewards=np.zeros(n), episode_index=np.arange(n), group_index=np.zeros(n, dtype=int),
-        anchor_index=np.arange(n), prompts=prompts, responses=[o.token_ids for o in outputs],
-        old_logp=[o.logprobs for o in outputs], images=images,
-    )  # fmt: skip
+    steps = {PROMPT: prompts, RESPONSE: [o.token_ids for o in outputs], ACTION_LOGP: [o.logprobs for o in outputs]}
+    if images is not None:
+        steps[IMAGES] = images
     device = next(module.parameters()).device
     return {k: torch.as_tensor(v).to(device) for k, v in pad_token_batch(steps, module.tokenizer.pad_token_id).items()}
 

@@ -8,8 +8,8 @@ import pytest
 import torch
 from ray.rllib.core import DEFAULT_MODULE_ID
 
-from rllib_llm.algorithms.learner_connectors import STEPS, pad_token_batch
-from rllib_llm.columns import IMAGE_SIZES, IMAGES, NUM_IMAGES, PROMPT
+from rllib_llm.algorithms.learner_connectors import pad_token_batch, step_columns
+from rllib_llm.columns import ACTION_LOGP, IMAGE_SIZES, IMAGES, NUM_IMAGES, PROMPT, RESPONSE
 from rllib_llm.envs.sokoban.env import IMAGE_ONLY_TEXT
 from rllib_llm.models import TINY_VL_MODEL
 from rllib_llm.run.cli import load_tuned_example
@@ -36,11 +36,10 @@ def algo(ray_session):
 
 
 def learner_batch(algo, episodes: list) -> tuple[dict, object, object]:
-    """The Learner's own connector pipeline over ``episodes``: (tensor batch, steps, Learner module)."""
+    """The Learner's own connector pipeline over ``episodes``: (tensor batch, step columns, Learner module)."""
     learner = algo.learner_group._learner
-    shared: dict = {}
-    batch = learner._learner_connector(rl_module=learner.module, batch={}, episodes=episodes, shared_data=shared)
-    return batch[DEFAULT_MODULE_ID], shared[STEPS], learner.module[DEFAULT_MODULE_ID].unwrapped()
+    batch = learner._learner_connector(rl_module=learner.module, batch={}, episodes=episodes, shared_data={})
+    return batch[DEFAULT_MODULE_ID], step_columns(episodes), learner.module[DEFAULT_MODULE_ID].unwrapped()
 
 
 def masked_logp(module, batch: dict) -> torch.Tensor:
@@ -66,7 +65,7 @@ def test_learner_logprobs_match_the_env_runner_and_see_the_image(algo):
     logp = masked_logp(module, batch)
     torch.testing.assert_close(logp, batch["action_logp"] * batch["response_mask"], rtol=1e-4, atol=1e-4)
     # ... also for a shorter (right-padded) response among full ones: mrope positions follow the mask.
-    steps.responses[0], steps.old_logp[0] = steps.responses[0][:2], steps.old_logp[0][:2]
+    steps[RESPONSE][0], steps[ACTION_LOGP][0] = steps[RESPONSE][0][:2], steps[ACTION_LOGP][0][:2]
     cut = {k: torch.as_tensor(v) for k, v in pad_token_batch(steps, module.tokenizer.pad_token_id).items()}
     torch.testing.assert_close(masked_logp(module, cut), cut["action_logp"] * cut["response_mask"], rtol=1e-4, atol=1e-4)
 
