@@ -19,6 +19,7 @@ Where each group of names lives, in the order a step travels (see notes/ARCHITEC
 from __future__ import annotations
 
 from ray.rllib.core.columns import Columns
+from ray.rllib.utils.metrics import WEIGHTS_SEQ_NO
 
 # --- 1. env info keys -----------------------------------------------------------------------------------
 
@@ -39,6 +40,9 @@ GROUP_ID = "group_id"
 SEED = "seed"
 #: Env faults that hit this episode (failed resets before it started, a failed step).
 ENV_FAULTS = "env_faults"
+#: The policy version the episode was sampled with: the Learner's weights sequence number the EnvRunner
+#: last received (RLlib's ``weights_seq_no``); every episode of a group rollout has the same one.
+POLICY_VERSION = WEIGHTS_SEQ_NO
 #: The acting agent of a multi-agent episode's agent episode (RLlib's name).
 AGENT_ID = Columns.AGENT_ID
 #: Prompt fields filled at reset from the env or the config: template, task, few-shot examples, and the
@@ -105,6 +109,9 @@ ATTENTION_MASK = "attention_mask"
 RESPONSE_MASK = "response_mask"
 #: Per-row advantages, and the critic's values at sampling time and its targets (PPO).
 ADVANTAGES = Columns.ADVANTAGES
+#: Asynchronous rollouts: per-token log-probs of the response under the Learner's policy before this update
+#: (the proximal policy of the decoupled PPO objective; the ratio's denominator, ``action_logp`` the behaviour).
+PROX_LOGP = "prox_logp"
 OLD_VALUES = Columns.VF_PREDS
 VALUE_TARGETS = Columns.VALUE_TARGETS
 #: A VL batch's images (uint8, padded to the largest) and their (height, width).

@@ -39,6 +39,7 @@ from ray.rllib.env.env_runner import EnvRunner
 from ray.rllib.utils import force_list
 from ray.rllib.utils.checkpoints import Checkpointable
 from ray.rllib.utils.framework import get_device
+from ray.rllib.utils.metrics import WEIGHTS_SEQ_NO
 
 from rllib_llm.columns import (
     ACTION_FORMAT_KEY,
@@ -51,6 +52,7 @@ from rllib_llm.columns import (
     FINISH_REASON,
     INFO_ANCHOR_OBS,
     INFO_WON,
+    POLICY_VERSION,
     PROMPT,
     RESPONSE,
     RESPONSE_PREFIX_KEY,
@@ -185,6 +187,8 @@ class GroupEnvRunner(EnvRunner, Checkpointable):
         super().__init__(config=config, **kwargs)
         self._rng = np.random.default_rng(self._seed)
         self._num_rollouts = 0
+        #: The Learner weights version this runner samples with (RLlib's WEIGHTS_SEQ_NO; 0: the initial ones).
+        self.weights_seq_no = 0
         self._callbacks = [cls() for cls in force_list(self.config.callbacks_class)]
         self.envs: list[Any] = []
         self.make_env()
@@ -387,6 +391,7 @@ class GroupEnvRunner(EnvRunner, Checkpointable):
                 reset, faults = self._reset(index, seed)
                 episode = self._new_episode(index, seed, f"{rollout}-{g}", reset)
                 episode.custom_data[ENV_FAULTS] = faults
+                episode.custom_data[POLICY_VERSION] = self.weights_seq_no
                 episodes.append(episode)
         return params, episodes
 
@@ -462,7 +467,13 @@ class GroupEnvRunner(EnvRunner, Checkpointable):
         return state
 
     def set_state(self, state: dict) -> None:
-        weights = module_weights(state)
+        """Counters, the seed RNG and module weights. As in RLlib's EnvRunners, weights tagged with a
+        ``weights_seq_no`` are loaded only when newer than the runner's (0 or none: always), and the number
+        becomes the version the next rollouts record (:data:`~rllib_llm.columns.POLICY_VERSION`)."""
+        seq_no = int(state.get(WEIGHTS_SEQ_NO, 0) or 0)
+        weights = module_weights(state) if seq_no == 0 or seq_no > self.weights_seq_no else None
+        if seq_no > 0 and COMPONENT_RL_MODULE in state:
+            self.weights_seq_no = max(self.weights_seq_no, seq_no)
         if weights is not None:
             modules = self._modules()
             for module_id, module_state in self._module_states(weights).items():

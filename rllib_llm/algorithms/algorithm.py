@@ -6,7 +6,7 @@ import logging
 from typing import Any, ClassVar
 
 from ray.rllib.algorithms.algorithm import Algorithm
-from ray.rllib.core import ALL_MODULES
+from ray.rllib.core import ALL_MODULES, COMPONENT_LEARNER, COMPONENT_OPTIMIZER, COMPONENT_RL_MODULE
 from ray.rllib.execution.rollout_ops import synchronous_parallel_sample
 from ray.rllib.utils.metrics import (
     ENV_RUNNER_RESULTS,
@@ -16,8 +16,10 @@ from ray.rllib.utils.metrics import (
     NUM_ENV_STEPS_SAMPLED_LIFETIME,
     SYNCH_WORKER_WEIGHTS_TIMER,
     TIMERS,
+    WEIGHTS_SEQ_NO,
 )
 
+from rllib_llm.algorithms.async_rollouts import GroupQueue
 from rllib_llm.algorithms.sharding import NotEnoughGroupsError, learner_update_data
 from rllib_llm.metrics import flat_stats, rollout_stats
 
@@ -25,6 +27,17 @@ logger = logging.getLogger(__name__)
 
 #: Rollouts in a row without any episode after which training stops with an error.
 MAX_EMPTY_SAMPLES = 3
+#: Asynchronous rollouts: how long one poll for finished rollouts waits, the tag of the sample calls, and
+#: the result key of the staleness metrics.
+ASYNC_POLL_S = 0.05
+ASYNC_SAMPLE_TAG = "async_sample"
+ASYNC_RESULTS = "async_rollouts"
+
+
+def _sample_with_metrics(runner: Any) -> tuple[list, dict]:
+    """One group rollout on a remote EnvRunner, with the metrics it logged (as IMPALA's
+    ``sample_get_state_and_metrics``; the connectors here keep no state to merge)."""
+    return runner.sample(), runner.get_metrics()
 
 
 class LLMAlgorithm(Algorithm):
@@ -38,6 +51,12 @@ class LLMAlgorithm(Algorithm):
     #: The episodes the last ``training_step`` trained on (after dynamic sampling's filter), for
     #: ``on_train_result`` callbacks such as :class:`~rllib_llm.run.trajectory_recorder.TrajectoryRecorder`.
     training_episodes: ClassVar[list] = []
+    #: Learner updates so far: the policy version the last broadcast weights carry (RLlib's weights_seq_no).
+    policy_version: int = 0
+    #: The modules the last update trained (whose weights go to the EnvRunners).
+    _trained_modules: set | None = None
+    #: Asynchronous rollouts: the complete groups waiting for the Learner.
+    _group_queue: GroupQueue | None = None
 
     @classmethod
     def get_default_config(cls):
@@ -59,16 +78,24 @@ class LLMAlgorithm(Algorithm):
         return episodes
 
     def training_step(self) -> None:
+        if self.config.async_rollouts:
+            return self._async_training_step()
         episodes = self.training_episodes = self.sample_episodes()
         if not episodes:  # dynamic sampling found no informative group, or sampling failed (see below)
             return
+        if self._update(episodes):
+            self._broadcast_weights()
+
+    def _update(self, episodes: list) -> bool:
+        """One LearnerGroup update on ``episodes`` (whole groups sharded over the Learners); False when it
+        was skipped."""
         try:
             data = learner_update_data(
                 episodes, self.config.num_learners, self.config.minibatch_size, self.config.num_epochs
             )
         except NotEnoughGroupsError as e:  # dynamic sampling kept fewer groups than there are Learners
             logger.warning("Update skipped in iteration %d: %s", self.iteration + 1, e)
-            return
+            return False
         with self.metrics.log_time((TIMERS, LEARNER_UPDATE_TIMER)):
             learner_results = self.learner_group.update(
                 **data,
@@ -82,12 +109,69 @@ class LLMAlgorithm(Algorithm):
                 shuffle_batch_per_epoch=self.config.shuffle_batch_per_epoch,
             )
         self.metrics.aggregate(learner_results, key=LEARNER_RESULTS)
+        self._trained_modules = set(learner_results[0].keys()) - {ALL_MODULES}
+        self.policy_version += 1
+        return True
+
+    def _broadcast_weights(self) -> None:
+        """The Learner's weights (tagged with its ``weights_seq_no``) to every EnvRunner. RLlib sends them
+        with a fire-and-fetch call, so a remote runner busy with a rollout applies them right after it."""
         with self.metrics.log_time((TIMERS, SYNCH_WORKER_WEIGHTS_TIMER)):
             self.env_runner_group.sync_weights(
                 from_worker_or_learner_group=self.learner_group,
-                policies=set(learner_results[0].keys()) - {ALL_MODULES},
+                policies=self._trained_modules,
                 inference_only=True,
             )
+
+    # --- asynchronous rollouts (algorithms/async_rollouts.py) --------------------------------------------
+
+    def _async_training_step(self) -> None:
+        """Collect finished rollouts (every remote EnvRunner keeps one in flight) until one iteration's worth
+        of fresh-enough groups is queued, update on them, and broadcast every ``broadcast_interval`` updates."""
+        if self._group_queue is None:  # first step (also after a restore): the Learner's version is the truth
+            if self.env_runner_group.num_remote_env_runners() == 0:
+                raise ValueError(
+                    "async_rollouts=True needs remote EnvRunners that sample while the Learner updates: set "
+                    ".env_runners(num_env_runners=1) or more"
+                )
+            self._group_queue = GroupQueue(self.config.max_staleness)
+            self.policy_version = self._learner_weights_seq_no()
+        queue = self._group_queue
+        needed = self.config.num_groups * max(self.env_runner_group.num_healthy_remote_env_runners(), 1)
+        with self.metrics.log_time((TIMERS, ENV_RUNNER_SAMPLING_TIMER)):
+            waited = 0.0
+            while True:
+                queue.drop_stale(self.policy_version)
+                if len(queue) >= needed:
+                    break
+                self._collect_rollouts(timeout_s=ASYNC_POLL_S)
+                waited += ASYNC_POLL_S
+                if waited > self.config.sample_timeout_s and len(queue) == 0:
+                    self._note_empty_sample()
+                    waited = 0.0
+        episodes, stats = queue.take(needed, self.policy_version)
+        self.training_episodes = episodes
+        self.metrics.log_dict(stats, key=ASYNC_RESULTS, window=1)
+        if episodes and self._update(episodes) and self.policy_version % self.config.broadcast_interval == 0:
+            self._broadcast_weights()
+
+    def _learner_weights_seq_no(self) -> int:
+        """The Learner's ``weights_seq_no`` (its update count, restored with a checkpoint), without weights."""
+        skip = [f"{COMPONENT_LEARNER}/{COMPONENT_RL_MODULE}", f"{COMPONENT_LEARNER}/{COMPONENT_OPTIMIZER}"]
+        state = self.learner_group.get_state(components=COMPONENT_LEARNER, not_components=skip)
+        return int(state[COMPONENT_LEARNER].get(WEIGHTS_SEQ_NO, 0))
+
+    def _collect_rollouts(self, timeout_s: float) -> None:
+        """Fetches the rollouts that finished (waiting up to ``timeout_s``) into the queue, and starts a new
+        ``sample()`` on every remote EnvRunner that has none in flight."""
+        results = self.env_runner_group.foreach_env_runner_async_fetch_ready(
+            func=_sample_with_metrics, tag=ASYNC_SAMPLE_TAG, timeout_seconds=timeout_s
+        )
+        for episodes, metrics in results:
+            self._group_queue.add(episodes)
+            self.metrics.aggregate([metrics], key=ENV_RUNNER_RESULTS)
+            if episodes:
+                self._empty_samples = 0
 
     def _note_empty_sample(self) -> None:
         """A rollout in which no EnvRunner returned an episode (every remote runner failed or is restarting)

@@ -33,6 +33,7 @@ from rllib_llm.algorithms.learner_connectors import (
     NEED_VALUES,
     ComputeAdvantages,
     FlattenSteps,
+    ProximalLogProbs,
     StepsToTokenBatch,
     estimator_needs,
     shaping_connectors,
@@ -45,6 +46,8 @@ from rllib_llm.models import ModelSpec, hub_model_error
 
 #: invalid_action_penalty_mode values (see LLMConfig.__init__).
 PENALTY_MODES = ("reward", "row")
+#: off_policy_correction values (see LLMConfig.__init__).
+OFF_POLICY_CORRECTIONS = ("decoupled", "none")
 #: The sampling dict's value types: (isinstance types, what the error message asks for).
 _SAMPLING_TYPES: dict[str, tuple[tuple[type, ...], str]] = {
     "temperature": ((int, float), "a number > 0"),
@@ -145,6 +148,20 @@ class LLMConfig(AlgorithmConfig):
         self.max_sampling_rounds = 4
         self.overlong_buffer_len = 0
         self.overlong_penalty_factor = 1.0
+        # Asynchronous rollouts (RLlib's IMPALA/APPO pattern; notes/async.md).
+        #: EnvRunners keep playing group rollouts with the weights they have while the Learner updates on the
+        #: complete groups that arrived (needs num_env_runners >= 1; single-agent).
+        self.async_rollouts = False
+        #: A group sampled with weights more than this many Learner updates old is dropped (and counted).
+        self.max_staleness = 1
+        #: Learner updates between weight broadcasts to the EnvRunners (APPO's name).
+        self.broadcast_interval = 1
+        #: How stale groups are corrected: "decoupled" (PPO clipped against the Learner's policy before the
+        #: update, each token weighted by min(pi_prox / mu, behaviour_weight_cap); one extra no-grad forward
+        #: pass per update) or "none" (the ratio against the behaviour log-probs, as in lock-step training).
+        self.off_policy_correction = "decoupled"
+        #: The truncation of the decoupled objective's behaviour weights (V-trace's rho-bar).
+        self.behaviour_weight_cap = 2.0
         # .evaluation(): held-out seeds are offset far from training seeds.
         self.evaluation_num_seeds = 32
         self.evaluation_seed_offset = 10_000_000
@@ -258,6 +275,11 @@ class LLMConfig(AlgorithmConfig):
         overlong_penalty_factor: float = NotProvided,
         weight_decay: float = NotProvided,
         micro_batch_size: int | None = NotProvided,
+        async_rollouts: bool = NotProvided,
+        max_staleness: int = NotProvided,
+        broadcast_interval: int = NotProvided,
+        off_policy_correction: str = NotProvided,
+        behaviour_weight_cap: float = NotProvided,
         **kwargs: Any,
     ) -> LLMConfig:
         """RLlib's training settings plus the advantage/loss settings of the LLM algorithms.
@@ -266,7 +288,9 @@ class LLMConfig(AlgorithmConfig):
         Estimators (``advantage_estimator``): ``grpo``, ``gigpo``, ``rloo``, ``reinforce_pp``, ``gae``
         (PPO with a critic); policy losses (``policy_loss``): ``ppo`` (token ratios), ``gspo`` (sequence
         ratios). ``micro_batch_size`` bounds the rows of one forward/backward pass (gradient accumulation
-        within a minibatch: memory, not the update, changes). See notes/algorithms.md for every field.
+        within a minibatch: memory, not the update, changes). ``async_rollouts`` lets EnvRunners sample while
+        the Learner updates (``max_staleness``, ``broadcast_interval``, ``off_policy_correction``,
+        ``behaviour_weight_cap``; notes/async.md). See notes/algorithms.md for every field.
         """
         super().training(**kwargs)
         if clip_param is not NotProvided:
@@ -299,6 +323,11 @@ class LLMConfig(AlgorithmConfig):
             overlong_penalty_factor=overlong_penalty_factor,
             weight_decay=weight_decay,
             micro_batch_size=micro_batch_size,
+            async_rollouts=async_rollouts,
+            max_staleness=max_staleness,
+            broadcast_interval=broadcast_interval,
+            off_policy_correction=off_policy_correction,
+            behaviour_weight_cap=behaviour_weight_cap,
         )
         return self
 
@@ -441,8 +470,15 @@ class LLMConfig(AlgorithmConfig):
                   "group_stats_over_steps=True and advantage_estimator grpo, gigpo or rloo")
         choice("kl_estimator", KL_ESTIMATORS)
         choice("kl_reward_estimator", KL_ESTIMATORS)
-        for name in ("group_stats_over_steps", "value_head_detach", "dynamic_sampling"):
+        for name in ("group_stats_over_steps", "value_head_detach", "dynamic_sampling", "async_rollouts"):
             flag(name)
+        number("max_staleness", 0, integer=True)
+        number("broadcast_interval", 1, integer=True)
+        number("behaviour_weight_cap", 1)
+        choice("off_policy_correction", OFF_POLICY_CORRECTIONS)
+        if self.async_rollouts is True:
+            check(not self.dynamic_sampling, "async_rollouts=True does not combine with dynamic_sampling yet")
+            check(not self.is_multi_agent, "async_rollouts=True is single-agent only for now")
         number("similarity_threshold", 0, 1, low_open=True)
         number("gamma", 0, 1)
         number("lambda_", 0, 1)
@@ -534,6 +570,7 @@ class LLMConfig(AlgorithmConfig):
                 *shaping_connectors(self),
                 ComputeAdvantages(config=self),
                 *user,
+                *([ProximalLogProbs()] if self.async_rollouts and self.off_policy_correction == "decoupled" else []),
                 StepsToTokenBatch(),
                 NumpyToTensor(as_learner_connector=True, device=device),
             ],

@@ -10,8 +10,26 @@ from typing import Any
 import torch
 from ray.rllib.core.learner.torch.torch_learner import TorchLearner
 
-from rllib_llm.algorithms.losses import POLICY_LOSSES, aggregate, aggregate_weight, kl_penalty, value_loss
-from rllib_llm.columns import ACTION_LOGP, ADVANTAGES, ENTROPY, LOGP, OLD_VALUES, RESPONSE_MASK, VALUE_TARGETS, VALUES
+from rllib_llm.algorithms.losses import (
+    POLICY_LOSSES,
+    aggregate,
+    aggregate_weight,
+    behaviour_weights,
+    kl_penalty,
+    masked_mean,
+    value_loss,
+)
+from rllib_llm.columns import (
+    ACTION_LOGP,
+    ADVANTAGES,
+    ENTROPY,
+    LOGP,
+    OLD_VALUES,
+    PROX_LOGP,
+    RESPONSE_MASK,
+    VALUE_TARGETS,
+    VALUES,
+)
 
 
 @dataclass(frozen=True)
@@ -118,16 +136,28 @@ class LLMLearner(TorchLearner):
         shares = self._shares.get(module_id, WHOLE)
         mask = batch[RESPONSE_MASK]
         logp = fwd_out[LOGP]
-        loss, stats = POLICY_LOSSES[config.policy_loss](
+        old_logp, weights, stats = batch[ACTION_LOGP], None, {}
+        if PROX_LOGP in batch:  # asynchronous rollouts: the decoupled objective (losses.behaviour_weights)
+            old_logp = batch[PROX_LOGP]
+            weights = behaviour_weights(old_logp, batch[ACTION_LOGP], config.behaviour_weight_cap)
+            fmask = mask.to(weights.dtype)
+            with torch.no_grad():
+                stats["behaviour_weight_mean"] = masked_mean(weights, fmask)
+                stats["behaviour_weight_capped_fraction"] = masked_mean(
+                    (weights >= config.behaviour_weight_cap).to(weights.dtype), fmask
+                )
+        loss, policy_stats = POLICY_LOSSES[config.policy_loss](
             logp,
-            batch[ACTION_LOGP],
+            old_logp,
             batch[ADVANTAGES],
             mask,
             clip_low=config.clip_ratio_low,
             clip_high=config.clip_ratio_high,
             agg=config.loss_agg_mode,
             clip_ratio_c=config.clip_ratio_c,
+            token_weights=weights,
         )
+        stats.update(policy_stats)
         stats["policy_loss"] = loss.detach()
         loss = shares.agg * loss
         if VALUE_TARGETS in batch:

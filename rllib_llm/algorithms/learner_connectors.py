@@ -60,6 +60,7 @@ from rllib_llm.columns import (
     NUM_IMAGES,
     OLD_VALUES,
     PROMPT,
+    PROX_LOGP,
     RESPONSE,
     RESPONSE_MASK,
     REWARDS,
@@ -415,6 +416,21 @@ class ComputeAdvantages(ConnectorV2):
             if advantages.ndim == 1:
                 fraction = uninformative_group_fraction(advantages, columns[GROUP_INDEX])
                 metrics.log_value(UNINFORMATIVE_GROUP_FRACTION, fraction, window=1)
+        return batch
+
+
+class ProximalLogProbs(ConnectorV2):
+    """Asynchronous rollouts: writes each module's ``prox_logp`` column, the response tokens' log-probs under
+    the Learner's policy as it is before this update (no grad), the proximal policy of the decoupled PPO
+    objective (:func:`~rllib_llm.algorithms.losses.behaviour_weights`). The recorded ``action_logp`` stay the
+    behaviour policy's: the loss weighs each token by their truncated ratio."""
+
+    def __call__(self, *, rl_module, batch, episodes, explore=None, shared_data=None, metrics=None, **kwargs):
+        for module_id, columns in batch.items():
+            module = learner_module(rl_module, module_id)
+            columns[PROX_LOGP] = module_pass(module, columns, lambda chunk, m=module: m.logprobs(chunk)[0]).astype(
+                np.float32
+            )
         return batch
 
 

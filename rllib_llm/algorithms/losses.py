@@ -51,8 +51,10 @@ def _clipped_surrogate(
     clip_high: float,
     clip_ratio_c: float | None,
     agg: str,
+    token_weights: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-    """``max(-A r, -A clip(r, 1 - low, 1 + high))``, for ``A < 0`` capped at ``-A c`` (dual-clip PPO)."""
+    """``max(-A r, -A clip(r, 1 - low, 1 + high))``, for ``A < 0`` capped at ``-A c`` (dual-clip PPO), each
+    token's term times its (constant) ``token_weights`` when given."""
     if advantages.dim() == 1:
         advantages = advantages[:, None].expand_as(ratio)
     unclipped = -advantages * ratio
@@ -65,6 +67,8 @@ def _clipped_surrogate(
         with torch.no_grad():
             stats["dual_clip_fraction"] = masked_mean(((capped < per_token) & (advantages < 0)).to(ratio.dtype), fmask)
         per_token = torch.where(advantages < 0, capped, per_token)
+    if token_weights is not None:
+        per_token = per_token * token_weights.detach()
     with torch.no_grad():
         stats.update(
             clip_fraction=masked_mean((clipped > unclipped).to(ratio.dtype), fmask),
@@ -83,14 +87,18 @@ def clipped_policy_loss(
     clip_high: float = 0.2,
     agg: str = "token-mean",
     clip_ratio_c: float | None = None,
+    token_weights: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """PPO's clipped surrogate, token ratio clipped to [1 - clip_low, 1 + clip_high] (clip-higher when
     unequal); ``clip_ratio_c`` (> 1) adds verl's dual clip for negative advantages.
 
-    ``advantages`` is per sequence [B] (broadcast to tokens) or per token [B, R].
+    ``advantages`` is per sequence [B] (broadcast to tokens) or per token [B, R]. ``token_weights`` [B, R]
+    multiply each token's term (the decoupled objective's behaviour weights, :func:`behaviour_weights`).
     """
     log_ratio = logp - old_logp
-    return _clipped_surrogate(torch.exp(log_ratio), log_ratio, advantages, mask, clip_low, clip_high, clip_ratio_c, agg)
+    return _clipped_surrogate(
+        torch.exp(log_ratio), log_ratio, advantages, mask, clip_low, clip_high, clip_ratio_c, agg, token_weights
+    )
 
 
 def gspo_policy_loss(
@@ -102,6 +110,7 @@ def gspo_policy_loss(
     clip_high: float = 4e-4,
     agg: str = "seq-mean-token-mean",
     clip_ratio_c: float | None = None,
+    token_weights: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """GSPO: one importance ratio per sequence, the geometric mean of its token ratios, clipped per sequence.
 
@@ -114,8 +123,18 @@ def gspo_policy_loss(
     seq_log_ratio = (log_ratio * fmask).sum(-1) / fmask.sum(-1).clamp(min=1)
     token_log_ratio = torch.clamp(logp - logp.detach() + seq_log_ratio.detach()[:, None], max=10.0)
     return _clipped_surrogate(
-        torch.exp(token_log_ratio), log_ratio, advantages, mask, clip_low, clip_high, clip_ratio_c, agg
+        torch.exp(token_log_ratio), log_ratio, advantages, mask, clip_low, clip_high, clip_ratio_c, agg, token_weights
     )
+
+
+def behaviour_weights(prox_logp: torch.Tensor, behaviour_logp: torch.Tensor, cap: float) -> torch.Tensor:
+    """Truncated importance weights ``min(pi_prox / mu, cap)`` per token: how much more (or less) likely the
+    Learner's policy before this update (``pi_prox``) makes a token than the possibly older policy that
+    sampled it (``mu``). The decoupled PPO objective (Hilton et al. 2022, "Batch size-invariance for policy
+    optimization", eq. 4; AReaL's asynchronous RL) is ``w * clip-surrogate(pi_theta / pi_prox)`` with these
+    as ``w``: the clip keeps each update near ``pi_prox``, the weight corrects for who sampled, and the cap
+    (V-trace's rho-bar, Espeholt et al. 2018, eq. 1) bounds its variance."""
+    return torch.clamp(torch.exp(prox_logp - behaviour_logp), max=cap)
 
 
 PolicyLoss = Callable[..., tuple[torch.Tensor, dict[str, torch.Tensor]]]

@@ -30,6 +30,12 @@ COLUMNS: list[Column] = [
     ("time_s", ("time_this_iter_s",), "{:>6.1f}"),
 ]
 #: Per-agent columns of a multi-agent run, one set per ``env_runners/agent_<id>`` dict the env runner reports.
+#: Asynchronous rollouts add these (the trained groups' version lag, groups dropped as too stale).
+ASYNC_COLUMNS: list[Column] = [
+    ("stale", ("async_rollouts", "staleness_mean"), "{:>5.2f}"),
+    ("dropped", ("async_rollouts", "groups_dropped"), "{:>7.0f}"),
+]
+
 AGENT_COLUMNS: list[tuple[str, str]] = [
     ("success", "success_rate"),
     ("valid", "valid_action_rate"),
@@ -70,9 +76,12 @@ def header_label(title: str) -> str:
 
 
 def table_columns(result: dict[str, Any]) -> list[Column]:
-    """:data:`COLUMNS`, then ``<agent>:success``/``:valid``/``:return`` for each agent in the result's
-    ``env_runners`` (multi-agent runs; agents in id order). Widths fit the printed label."""
+    """:data:`COLUMNS` (with :data:`ASYNC_COLUMNS` before the timings in an asynchronous run), then
+    ``<agent>:success``/``:valid``/``:return`` for each agent in the result's ``env_runners`` (multi-agent
+    runs; agents in id order). Widths fit the printed label."""
     columns = list(COLUMNS)
+    if "async_rollouts" in result:
+        columns[-2:-2] = ASYNC_COLUMNS
     runners = result.get("env_runners") or {}
     for key in sorted(k for k, v in runners.items() if isinstance(v, dict) and str(k).startswith(AGENT_PREFIX)):
         agent = str(key)[len(AGENT_PREFIX) :]

@@ -90,3 +90,12 @@ def test_a_two_player_table_prints_per_agent_columns_short_and_keeps_every_key_i
     assert "p2:ret" in head.split()
     assert {"success", "player_2:return"} <= set(row_values(result))  # progress.jsonl keeps the full names
     assert printed_columns(COLUMNS) == COLUMNS  # single-agent tables unchanged
+
+
+def test_an_asynchronous_run_adds_staleness_and_dropped_groups_before_the_timings():
+    result = {**SINGLE, "async_rollouts": {"staleness_mean": 0.75, "groups_dropped": 2.0}}
+    columns = table_columns(result)
+    titles = [title for title, _, _ in columns]
+    assert titles[-4:] == ["stale", "dropped", "tok/s", "time_s"] and table_columns(SINGLE) == COLUMNS
+    row = format_row(row_values(result, columns), columns)
+    assert row.split()[-4:] == ["0.75", "2", "-", "12.0"] and len(row) == len(header(columns))

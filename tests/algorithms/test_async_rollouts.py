@@ -1,0 +1,164 @@
+"""Asynchronous rollouts: the group queue's staleness rules, the decoupled objective's behaviour weights by
+hand, and a tiny-model run where a remote EnvRunner samples while the Learner updates."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from ray.rllib.env.single_agent_episode import SingleAgentEpisode
+
+from rllib_llm.algorithms.async_rollouts import (
+    GROUPS_DROPPED,
+    STALENESS_MAX,
+    STALENESS_MEAN,
+    GroupQueue,
+    group_version,
+)
+from rllib_llm.algorithms.losses import behaviour_weights, clipped_policy_loss
+from rllib_llm.columns import ACTION_LOGP, GROUP_ID, POLICY_VERSION, PROX_LOGP
+
+
+def episodes_of(group_id: str, version: int, size: int = 2) -> list[SingleAgentEpisode]:
+    out = []
+    for _ in range(size):
+        episode = SingleAgentEpisode(observations=["o"], infos=[{}], len_lookback_buffer=0)
+        episode.custom_data.update({GROUP_ID: group_id, POLICY_VERSION: version})
+        out.append(episode)
+    return out
+
+
+# --- the queue -----------------------------------------------------------------------------------------
+
+
+def test_the_queue_takes_the_oldest_fresh_groups_and_drops_and_counts_the_stale_ones():
+    queue = GroupQueue(max_staleness=1)
+    queue.add(episodes_of("a", 0) + episodes_of("b", 1))
+    queue.add(episodes_of("c", 2) + episodes_of("d", 2))
+    # At version 2, group a (2 updates old) is too stale; b (1 old) and c (fresh) are taken, d waits.
+    episodes, stats = queue.take(2, current_version=2)
+    assert [e.custom_data[GROUP_ID] for e in episodes] == ["b", "b", "c", "c"]
+    assert stats[GROUPS_DROPPED] == 1 and stats[STALENESS_MAX] == 1 and stats[STALENESS_MEAN] == 0.5
+    assert len(queue) == 1
+    _, stats = queue.take(5, current_version=2)
+    assert stats[GROUPS_DROPPED] == 0 and stats[STALENESS_MAX] == 0  # the count restarts after a take
+
+
+def test_max_staleness_zero_trains_only_on_the_current_policy():
+    queue = GroupQueue(max_staleness=0)
+    queue.add(episodes_of("a", 3) + episodes_of("b", 4))
+    episodes, stats = queue.take(2, current_version=4)
+    assert {e.custom_data[GROUP_ID] for e in episodes} == {"b"} and stats[GROUPS_DROPPED] == 1
+
+
+def test_a_group_that_mixes_policy_versions_is_refused():
+    mixed = episodes_of("g", 1, size=1) + episodes_of("g", 2, size=1)
+    with pytest.raises(ValueError, match="mixes policy versions"):
+        group_version(mixed)
+    with pytest.raises(ValueError, match="mixes policy versions"):
+        GroupQueue(max_staleness=5).add(mixed)
+
+
+# --- the decoupled objective, by hand ------------------------------------------------------------------
+
+
+def test_behaviour_weights_by_hand():
+    prox = torch.log(torch.tensor([[0.5, 0.2, 0.9]]))
+    behaviour = torch.log(torch.tensor([[0.25, 0.4, 0.3]]))
+    # pi_prox / mu = 2, 0.5, 3 -> capped at 2.5: 2, 0.5, 2.5
+    torch.testing.assert_close(behaviour_weights(prox, behaviour, cap=2.5), torch.tensor([[2.0, 0.5, 2.5]]))
+
+
+def test_the_decoupled_loss_weights_each_token_and_clips_against_the_proximal_policy():
+    # One row, two tokens, advantage +1, token-mean. Current = proximal policy (ratio 1, unclipped):
+    # per-token loss -A * r * w = -w, weights (pi_prox / mu) = 2 and 0.5 -> loss -(2 + 0.5) / 2 = -1.25.
+    logp = torch.log(torch.tensor([[0.4, 0.1]]))
+    mu = torch.log(torch.tensor([[0.2, 0.2]]))
+    mask = torch.ones(1, 2)
+    weights = behaviour_weights(logp, mu, cap=10.0)
+    loss, _ = clipped_policy_loss(logp, logp, torch.tensor([1.0]), mask, token_weights=weights)
+    assert loss.item() == pytest.approx(-1.25)
+    # Against mu instead (no correction): ratios 2 and 0.5, clipped to 1.2 and 0.5 -> -(1.2 + 0.5) / 2.
+    plain, _ = clipped_policy_loss(logp, mu, torch.tensor([1.0]), mask)
+    assert plain.item() == pytest.approx(-0.85)
+    # The weights are constants: the gradient is w * A * d log pi, not d(w).
+    param = logp.clone().requires_grad_(True)
+    loss, _ = clipped_policy_loss(param, logp, torch.tensor([1.0]), mask, token_weights=behaviour_weights(param, mu, 10.0))
+    loss.backward()
+    torch.testing.assert_close(param.grad, -torch.tensor([[2.0, 0.5]]) / 2)
+
+
+# --- a run: a remote EnvRunner samples while the Learner updates -----------------------------------------
+
+
+def test_async_training_bounds_staleness_and_corrects_against_the_recorded_behaviour_logprobs(ray_session):
+    from tests.conftest import tiny_config
+
+    config = (
+        tiny_config()
+        .env_runners(num_env_runners=1, num_cpus_per_env_runner=0.5)
+        .training(async_rollouts=True, max_staleness=1, broadcast_interval=1)
+    )
+    algo = config.build_algo()
+    try:
+        results, trained = [], []
+        for _ in range(4):
+            results.append(algo.train())
+            trained.append(list(algo.training_episodes))
+        for episodes in trained:
+            assert len(episodes) == config.num_groups * config.group_size
+            for group in {e.custom_data[GROUP_ID] for e in episodes}:  # one version per group, never mixed
+                group_version([e for e in episodes if e.custom_data[GROUP_ID] == group])
+        stats = [r["async_rollouts"] for r in results]
+        assert all(s[STALENESS_MAX] <= config.max_staleness for s in stats)
+        # The runner always has the next rollout in flight when the Learner updates: it is one update old.
+        assert stats[-1][STALENESS_MEAN] == 1.0
+        assert algo.policy_version == 4
+        learner = results[-1]["learners"]["default_policy"]
+        assert 0.0 < learner["behaviour_weight_mean"] and np.isfinite(learner["policy_loss"])
+
+        # The Learner's pipeline writes the proximal log-probs next to the recorded behaviour log-probs,
+        # and the weights the loss uses are their truncated ratio.
+        episodes = trained[-1]
+        local = algo.learner_group._learner
+        batch = local._learner_connector(rl_module=local.module, batch={}, episodes=episodes, shared_data={})
+        columns = batch["default_policy"]
+        recorded = [lp for e in episodes for lp in e.get_extra_model_outputs(ACTION_LOGP)]
+        mask = columns["response_mask"].bool()
+        for row, logp in enumerate(recorded):
+            torch.testing.assert_close(columns[ACTION_LOGP][row][mask[row]], torch.tensor(logp, dtype=torch.float32))
+        weights = behaviour_weights(columns[PROX_LOGP], columns[ACTION_LOGP], config.behaviour_weight_cap)
+        expected = torch.clamp(torch.exp(columns[PROX_LOGP] - columns[ACTION_LOGP]), max=config.behaviour_weight_cap)
+        torch.testing.assert_close(weights[mask], expected[mask])
+        assert not torch.allclose(columns[PROX_LOGP][mask], columns[ACTION_LOGP][mask])  # sampled by older weights
+    finally:
+        algo.stop()
+
+
+def test_max_staleness_zero_drops_the_rollout_that_was_in_flight(ray_session):
+    from tests.conftest import tiny_config
+
+    config = (
+        tiny_config()
+        .env_runners(num_env_runners=1, num_cpus_per_env_runner=0.5)
+        .training(async_rollouts=True, max_staleness=0, off_policy_correction="none")
+    )
+    algo = config.build_algo()
+    try:
+        stats = [algo.train()["async_rollouts"] for _ in range(3)]
+        assert all(s[STALENESS_MAX] == 0 for s in stats)
+        assert sum(s[GROUPS_DROPPED] for s in stats) >= config.num_groups  # each update outdates the next rollout
+        assert "behaviour_weight_mean" not in algo.train()["learners"]["default_policy"]
+    finally:
+        algo.stop()
+
+
+def test_async_rollouts_without_remote_env_runners_fail_with_one_clear_error(ray_session):
+    from tests.conftest import tiny_config
+
+    algo = tiny_config().training(async_rollouts=True).build_algo()
+    try:
+        with pytest.raises(ValueError, match=r"needs remote EnvRunners.*num_env_runners=1"):
+            algo.train()
+    finally:
+        algo.stop()
