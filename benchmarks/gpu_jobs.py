@@ -326,6 +326,34 @@ def collect(out: Path, dry: bool, envs: list[str], wait_s: float) -> None:
             print(f"== {log.name}", *log.read_text(errors="replace").splitlines()[-3:], sep="\n", flush=True)
 
 
+def async_bar(out: Path, dry: bool, budget_s: float, seeds: list[int], iterations: int, wait_s: float) -> None:
+    """Issue 25's bar (benchmarks/async_gpu.py): sync and async runs of the main job at GPU size, one process
+    per (mode, seed), all sharing the GPU, started detached on the first call; every call waits up to
+    ``wait_s`` for them and, once they are done, writes ``async_h200.{json,md,png}`` and the logs into ``out``."""
+    folder = (Path("/tmp/gpu_dry") if dry else WORK) / "async"
+    model = "tiny-random-llama" if dry else "smollm2-135m-instruct"
+    if not (folder / "runs.sh").is_file():
+        prepare(model, dry)
+        sizes = "--num-groups 2 --group-size 2 --eval-seeds 4" if dry else "--num-groups 8 --group-size 4 --eval-seeds 64"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "note.txt").write_text(
+            f"tuned_examples/numberline_gigpo.py as shipped at GPU size ({sizes}), one remote EnvRunner + the Learner "
+            f"on one GPU, sync vs async (max_staleness 1, broadcast every update, decoupled objective), seeds {seeds}, "
+            f"{len(seeds) * 2} processes sharing the GPU at once, at most {iterations} iterations or {budget_s:.0f} s "
+            "of training each.")
+        sh(f"python3 benchmarks/async_gpu.py all --out {folder} --seeds {' '.join(map(str, seeds))} --iterations "
+           f"{iterations} --model {model} {sizes} --time-budget-s {budget_s:.0f} --detach")
+    deadline = time.monotonic() + wait_s
+    while not (folder / "done").is_file() and time.monotonic() < deadline:
+        time.sleep(5)
+    for log in sorted(folder.glob("log_*.txt")):
+        print(f"== {log.name}", *log.read_text(errors="replace").splitlines()[-2:], sep="\n", flush=True)
+    if (folder / "done").is_file():
+        sh(f"python3 benchmarks/async_gpu.py report {folder} --results-dir {out}", check=False)
+        with tarfile.open(out / "async_h200_logs.tar.gz", "w:gz") as tar:
+            tar.add(folder, arcname=folder.name)
+
+
 MULTI_AGENT_EXAMPLE = "tuned_examples/multiagent_tictactoe_grpo.py"
 
 
@@ -373,7 +401,7 @@ def multiagent(out: Path, dry: bool, budget_s: float, seeds: list[int], iteratio
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("step", choices=("setup", "stage", "job1", "job2", "sweep", "bar", "collect", "multiagent"))
+    parser.add_argument("step", choices=("setup", "stage", "job1", "job2", "sweep", "bar", "collect", "multiagent", "async"))
     parser.add_argument("--variants", nargs="+", default=["base"], help="sweep: gpu_sweep.py variants")
     parser.add_argument("--procs", type=int, default=12, help="sweep: processes sharing the GPU")
     parser.add_argument("--seeds", type=int, nargs="+", default=None,
@@ -399,7 +427,7 @@ def main() -> int:
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     if args.budget_s is None:
-        args.budget_s = {"job1": 360.0, "job2": 270.0, "sweep": 360.0, "bar": 330.0, "multiagent": 300.0}.get(args.step, 60.0)
+        args.budget_s = {"job1": 360.0, "job2": 270.0, "sweep": 360.0, "bar": 330.0, "multiagent": 300.0, "async": 420.0}.get(args.step, 60.0)
     env_setup(args.dry_run)
     {"setup": lambda: setup(args.out, args.dry_run, args.skip_dry),
      "stage": stage_parts,
@@ -412,6 +440,8 @@ def main() -> int:
                               args.eval_at, args.num_groups, args.group_size, args.env, args.bar_variant,
                               args.detach),
      "collect": lambda: collect(args.out, args.dry_run, args.envs, args.wait_s),
+     "async": lambda: async_bar(args.out, args.dry_run, args.budget_s, args.seeds or [0, 1, 2], args.iterations,
+                                args.wait_s),
      "multiagent": lambda: multiagent(args.out, args.dry_run, args.budget_s, args.seeds or [0, 1], args.iterations,
                                       args.example, json.loads(args.env_variants) if args.env_variants else None),
      }[args.step]()

@@ -1,0 +1,241 @@
+"""Issue 25's bar: synchronous vs asynchronous rollouts, the main job at GPU size, side by side in one run.
+
+    python benchmarks/async_gpu.py run --mode async --seed 0 --out DIR [--iterations 40]   # one run
+    python benchmarks/async_gpu.py all --out DIR --seeds 0 1 2 [--detach]                  # every run at once
+    python benchmarks/async_gpu.py report DIR                                              # the report
+
+A run is ``tuned_examples/numberline_gigpo.py`` as shipped at GPU size (``--num-groups`` x ``--group-size``),
+with one remote EnvRunner and the Learner in the driver, both on the GPU (half of it each in Ray's
+accounting); ``--mode async`` only adds ``.training(async_rollouts=True)`` (max_staleness 1, broadcast every
+update, the decoupled objective). Both modes train on the same number of groups per iteration, so
+iteration ``i`` is equal samples. ``all`` starts one process per (mode, seed), all sharing the GPU at once,
+so both modes see the same machine. Each iteration records its wall time and the success rate of the
+episodes it trained on (sampled at temperature 1); the final policy is evaluated greedily on 64 held-out
+seeds. The report (``benchmarks/results/async_h200.{json,md,png}``) gives, per mode and seed, the wall time
+until the trained episodes' success (mean of the last 5 iterations) first reaches the synchronous runs'
+final level, and the final greedy success at equal samples.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+RESULTS = ROOT / "benchmarks" / "results"
+WINDOW = 5
+
+
+def build(args: argparse.Namespace, on_gpu: bool) -> Any:
+    from rllib_llm.run.cli import load_tuned_example
+
+    config, _ = load_tuned_example(ROOT / "tuned_examples" / "numberline_gigpo.py")
+    config = config.copy(copy_frozen=False)
+    config.llm(model={**config.llm_model, "name_or_path": args.model})
+    config.group_rollouts(num_groups=args.num_groups, group_size=args.group_size)
+    config.evaluation(evaluation_num_seeds=args.eval_seeds).debugging(seed=args.seed)
+    config.env_runners(num_env_runners=1, num_cpus_per_env_runner=1)
+    if on_gpu:
+        config.learners(num_gpus_per_learner=0.5).env_runners(num_gpus_per_env_runner=0.5)
+    if args.mode == "async":
+        config.training(async_rollouts=True, max_staleness=args.max_staleness, broadcast_interval=1)
+    config.validate()
+    return config
+
+
+def run(args: argparse.Namespace) -> None:
+    import ray
+    import torch
+
+    from rllib_llm.metrics import episode_success
+    from rllib_llm.models import load_causal_lm, load_tokenizer
+
+    on_gpu = torch.cuda.is_available()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    name = f"{args.mode}_s{args.seed}"
+    log = (out / f"{name}.jsonl").open("w")
+
+    def write(kind: str, **fields: Any) -> None:
+        log.write(json.dumps({"run": name, "kind": kind, **fields}, default=str) + "\n")
+        log.flush()
+        print(name, kind, fields, flush=True)
+
+    load_causal_lm(args.model, load_tokenizer(args.model))  # the GGUF converted once, outside the timings
+    ray.init(num_cpus=args.ray_cpus, num_gpus=1 if on_gpu else 0, include_dashboard=False, log_to_driver=False,
+             configure_logging=False, _temp_dir=f"/tmp/ray_{name}")
+    algo = build(args, on_gpu).build_algo()
+    write("setup", mode=args.mode, seed=args.seed, device="cuda" if on_gpu else "cpu",
+          gpu=torch.cuda.get_device_name(0) if on_gpu else None, num_groups=args.num_groups,
+          group_size=args.group_size)
+    start = time.perf_counter()
+    iteration = 0
+    while iteration < args.iterations and time.perf_counter() - start < args.time_budget_s:
+        iteration += 1
+        t = time.perf_counter()
+        result = algo.train()
+        episodes = algo.training_episodes
+        write("iteration", iteration=iteration, seconds=time.perf_counter() - t, elapsed=time.perf_counter() - start,
+              train_success=sum(map(episode_success, episodes)) / max(len(episodes), 1), episodes=len(episodes),
+              sampled_success=result.get("env_runners", {}).get("success_rate"),
+              **{k: float(v) for k, v in (result.get("async_rollouts") or {}).items()})
+    algo.env_runner_group.sync_weights(from_worker_or_learner_group=algo.learner_group, inference_only=True)
+    stats = algo.env_runner.sample(seeds=list(range(10_000_000, 10_000_000 + args.eval_seeds)), explore=False,
+                                   group_size=1)
+    write("eval", iteration=iteration, success=sum(map(episode_success, stats)) / len(stats))
+    algo.stop()
+    ray.shutdown()
+
+
+def start_all(args: argparse.Namespace) -> None:
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    common = (f"--out {out} --iterations {args.iterations} --model {args.model} --num-groups {args.num_groups} "
+              f"--group-size {args.group_size} --eval-seeds {args.eval_seeds} --ray-cpus {args.ray_cpus} "
+              f"--time-budget-s {args.time_budget_s}")
+    cmds = [f"python3 {__file__} run --mode {mode} --seed {seed} {common} > {out}/log_{mode}_s{seed}.txt 2>&1"
+            for seed in args.seeds for mode in ("sync", "async")]
+    script = out / "runs.sh"
+    script.write_text("".join(f"{cmd} &\n" for cmd in cmds) + f"wait\ntouch {out}/done\n")
+    process = subprocess.Popen(["bash", str(script)], cwd=ROOT, start_new_session=True, stdin=subprocess.DEVNULL,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    if not args.detach:
+        process.wait()
+
+
+# --- report ------------------------------------------------------------------------------------------
+
+
+def moving_mean(values: list[float], window: int = WINDOW) -> list[float]:
+    return [sum(values[max(0, i + 1 - window) : i + 1]) / len(values[max(0, i + 1 - window) : i + 1])
+            for i in range(len(values))]
+
+
+def time_to(level: float, elapsed: list[float], curve: list[float]) -> float | None:
+    """The wall time of the first iteration whose moving-mean success reaches ``level`` (None: never)."""
+    return next((t for t, v in zip(elapsed, curve, strict=True) if v >= level - 1e-9), None)
+
+
+def summarize(folder: Path) -> dict[str, Any]:
+    runs: dict[str, dict[str, Any]] = {}
+    for path in sorted(folder.glob("*.jsonl")):
+        records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        its = [r for r in records if r["kind"] == "iteration"]
+        setup = next((r for r in records if r["kind"] == "setup"), {})
+        evals = [r for r in records if r["kind"] == "eval"]
+        runs[path.stem] = {
+            "mode": setup.get("mode"), "seed": setup.get("seed"), "gpu": setup.get("gpu"),
+            "elapsed": [r["elapsed"] for r in its], "success": [r["train_success"] for r in its],
+            "staleness_mean": [r.get("staleness_mean") for r in its], "groups_dropped": [r.get("groups_dropped") for r in its],
+            "eval": evals[-1]["success"] if evals else None,
+        }
+    sync = [r for r in runs.values() if r["mode"] == "sync" and r["success"]]
+    level = min(moving_mean(r["success"])[-1] for r in sync) if sync else None
+    for r in runs.values():
+        curve = moving_mean(r["success"]) if r["success"] else []
+        r["final_level"] = curve[-1] if curve else None
+        r["time_to_level"] = time_to(level, r["elapsed"], curve) if level is not None and curve else None
+        r["s_per_iter"] = r["elapsed"][-1] / len(r["elapsed"]) if r["elapsed"] else None
+    summary: dict[str, Any] = {"level": level, "window": WINDOW}
+    for mode in ("sync", "async"):
+        mine = [r for r in runs.values() if r["mode"] == mode]
+        times = [r["time_to_level"] for r in mine]
+        summary[mode] = {
+            "seeds": sorted(r["seed"] for r in mine),
+            "time_to_level_s": times,
+            "eval": [r["eval"] for r in mine],
+            "s_per_iter": [r["s_per_iter"] for r in mine],
+        }
+    reached = [(s, a) for s, a in zip(summary["sync"]["time_to_level_s"], summary["async"]["time_to_level_s"], strict=False)
+               if s is not None and a is not None]
+    if all(t is not None for m in ("sync", "async") for t in summary[m]["time_to_level_s"]) and reached:
+        summary["speedup_time_to_level"] = (sum(summary["sync"]["time_to_level_s"]) / sum(summary["async"]["time_to_level_s"]))
+    return {"runs": runs, "summary": summary}
+
+
+def fmt(value: float | None, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def report(folder: Path, stem: str = "async_h200", results: Path = RESULTS) -> None:
+    data = summarize(folder)
+    data["benchmark"] = "async_gpu"
+    data["note"] = (folder / "note.txt").read_text() if (folder / "note.txt").exists() else ""
+    results.mkdir(parents=True, exist_ok=True)
+    (results / f"{stem}.json").write_text(json.dumps(data, indent=2, default=str))
+    s = data["summary"]
+    lines = [f"# {stem} (generated by benchmarks/async_gpu.py)", "", data["note"], "",
+             f"Level: the lowest final success of the synchronous runs (mean of the trained episodes' success over "
+             f"the last {WINDOW} iterations): {s['level']}.", "",
+             "| run | gpu | iterations | s/iter | time to level (s) | final level | greedy eval (64 seeds) | staleness (mean) | groups dropped |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for name, r in sorted(data["runs"].items()):
+        stale = [v for v in r["staleness_mean"] if v is not None]
+        dropped = [v for v in r["groups_dropped"] if v is not None]
+        lines.append(f"| {name} | {r['gpu']} | {len(r['elapsed'])} | {fmt(r['s_per_iter'], '.2f')} | "
+                     f"{fmt(r['time_to_level'], '.0f')} | {fmt(r['final_level'], '.3f')} | {fmt(r['eval'], '.3f')} | "
+                     f"{fmt(sum(stale) / len(stale) if stale else None, '.2f')} | {int(sum(dropped)) if dropped else '-'} |")
+    lines += ["", f"Speed-up in time to the level (sum over seeds, sync / async): {s.get('speedup_time_to_level')}"]
+    (results / f"{stem}.md").write_text("\n".join(lines) + "\n")
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(8, 4.5))
+        for name, r in sorted(data["runs"].items()):
+            ax.plot(r["elapsed"], moving_mean(r["success"]), label=name,
+                    color="tab:blue" if r["mode"] == "sync" else "tab:orange", alpha=0.8)
+        if s["level"] is not None:
+            ax.axhline(s["level"], color="gray", linestyle=":", label="level")
+        ax.set_xlabel("wall time (s)")
+        ax.set_ylabel(f"trained episodes' success (mean of {WINDOW} iterations)")
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        fig.savefig(results / f"{stem}.png", dpi=110)
+    except ImportError:
+        pass
+    print((results / f"{stem}.md").read_text())
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("step", choices=("run", "all", "report"))
+    parser.add_argument("folder", nargs="?", help="report: the runs' folder")
+    parser.add_argument("--out", default="/tmp/async_runs")
+    parser.add_argument("--mode", choices=("sync", "async"), default="sync")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--iterations", type=int, default=40)
+    parser.add_argument("--model", default="smollm2-135m-instruct")
+    parser.add_argument("--num-groups", type=int, default=8)
+    parser.add_argument("--group-size", type=int, default=4)
+    parser.add_argument("--eval-seeds", type=int, default=64)
+    parser.add_argument("--max-staleness", type=int, default=1)
+    parser.add_argument("--ray-cpus", type=int, default=2)
+    parser.add_argument("--detach", action="store_true")
+    parser.add_argument("--stem", default="async_h200")
+    parser.add_argument("--results-dir", type=Path, default=RESULTS, help="report: where the files go")
+    parser.add_argument("--time-budget-s", type=float, default=1e9, help="run: stop training after this long")
+    args = parser.parse_args(argv)
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    if args.step == "run":
+        run(args)
+    elif args.step == "all":
+        start_all(args)
+    else:
+        report(Path(args.folder or args.out), args.stem, args.results_dir)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
