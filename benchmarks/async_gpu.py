@@ -8,8 +8,8 @@ A run is ``tuned_examples/numberline_gigpo.py`` as shipped at GPU size (``--num-
 with one remote EnvRunner and the Learner in the driver, both on the GPU (half of it each in Ray's
 accounting); ``--mode async`` only adds ``.training(async_rollouts=True)`` (max_staleness 1, broadcast every
 update, the decoupled objective). Both modes train on the same number of groups per iteration, so
-iteration ``i`` is equal samples. ``all`` starts one process per (mode, seed), all sharing the GPU at once,
-so both modes see the same machine. Each iteration records its wall time and the success rate of the
+iteration ``i`` is equal samples. ``all`` starts one process per (mode, seed), all sharing the GPU at once
+(``--pairs``: one seed's sync and async runs at a time, side by side), so both modes see the same machine. Each iteration records its wall time and the success rate of the
 episodes it trained on (sampled at temperature 1); the final policy is evaluated greedily on 64 held-out
 seeds. The report (``benchmarks/results/async_h200.{json,md,png}``) gives, per mode and seed, the wall time
 until the trained episodes' success (mean of the last 5 iterations) first reaches the synchronous runs'
@@ -101,10 +101,15 @@ def start_all(args: argparse.Namespace) -> None:
     common = (f"--out {out} --iterations {args.iterations} --model {args.model} --num-groups {args.num_groups} "
               f"--group-size {args.group_size} --eval-seeds {args.eval_seeds} --ray-cpus {args.ray_cpus} "
               f"--time-budget-s {args.time_budget_s}")
-    cmds = [f"python3 {__file__} run --mode {mode} --seed {seed} {common} > {out}/log_{mode}_s{seed}.txt 2>&1"
-            for seed in args.seeds for mode in ("sync", "async")]
+    def cmd(mode: str, seed: int) -> str:
+        return f"python3 {__file__} run --mode {mode} --seed {seed} {common} > {out}/log_{mode}_s{seed}.txt 2>&1 &\n"
+
+    if args.pairs:  # one seed at a time: its sync and async runs side by side, two processes on the GPU
+        body = "".join(cmd("sync", seed) + cmd("async", seed) + "wait\n" for seed in args.seeds)
+    else:
+        body = "".join(cmd(mode, seed) for seed in args.seeds for mode in ("sync", "async")) + "wait\n"
     script = out / "runs.sh"
-    script.write_text("".join(f"{cmd} &\n" for cmd in cmds) + f"wait\ntouch {out}/done\n")
+    script.write_text(body + f"touch {out}/done\n")
     process = subprocess.Popen(["bash", str(script)], cwd=ROOT, start_new_session=True, stdin=subprocess.DEVNULL,
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     if not args.detach:
@@ -223,6 +228,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-staleness", type=int, default=1)
     parser.add_argument("--ray-cpus", type=int, default=2)
     parser.add_argument("--detach", action="store_true")
+    parser.add_argument("--pairs", action="store_true", help="all: one seed's sync + async runs at a time")
     parser.add_argument("--stem", default="async_h200")
     parser.add_argument("--results-dir", type=Path, default=RESULTS, help="report: where the files go")
     parser.add_argument("--time-budget-s", type=float, default=1e9, help="run: stop training after this long")
