@@ -82,10 +82,12 @@ def test_an_update_with_fewer_groups_than_learners_is_skipped_with_a_warning(mon
     from rllib_llm.algorithms.algorithm import LLMAlgorithm
 
     fake = SimpleNamespace(
-        config=SimpleNamespace(num_learners=2, minibatch_size=4, num_epochs=1),
+        config=SimpleNamespace(num_learners=2, minibatch_size=4, num_epochs=1, async_rollouts=False),
         iteration=4,
         sample_episodes=lambda: episodes_of({"a": [1, 1]}),
         learner_group=SimpleNamespace(update=lambda **kw: pytest.fail("no update expected")),
+        _broadcast_weights=lambda: pytest.fail("no weight sync expected after a skipped update"),
     )
+    fake._update = lambda episodes: LLMAlgorithm._update(fake, episodes)
     LLMAlgorithm.training_step(fake)
     assert any("Update skipped in iteration 5: 1 group(s) for 2 Learners" in r.message for r in caplog.records)
