@@ -40,11 +40,12 @@ def build(args: argparse.Namespace, on_gpu: bool) -> Any:
     config, _ = load_tuned_example(ROOT / "tuned_examples" / "numberline_gigpo.py")
     config = config.copy(copy_frozen=False)
     config.llm(model={**config.llm_model, "name_or_path": args.model})
-    config.group_rollouts(num_groups=args.num_groups, group_size=args.group_size)
+    # num_groups per EnvRunner: ``--runners`` runners play ``--num-groups`` groups per update between them.
+    config.group_rollouts(num_groups=args.num_groups // args.runners, group_size=args.group_size)
     config.evaluation(evaluation_num_seeds=args.eval_seeds).debugging(seed=args.seed)
-    config.env_runners(num_env_runners=1, num_cpus_per_env_runner=1)
+    config.env_runners(num_env_runners=args.runners, num_cpus_per_env_runner=1)
     if on_gpu:
-        config.learners(num_gpus_per_learner=0.5).env_runners(num_gpus_per_env_runner=0.5)
+        config.learners(num_gpus_per_learner=0.5).env_runners(num_gpus_per_env_runner=0.5 / args.runners)
     if args.mode == "async":
         config.training(async_rollouts=True, max_staleness=args.max_staleness, broadcast_interval=1)
     config.validate()
@@ -75,7 +76,7 @@ def run(args: argparse.Namespace) -> None:
     algo = build(args, on_gpu).build_algo()
     write("setup", mode=args.mode, seed=args.seed, device="cuda" if on_gpu else "cpu",
           gpu=torch.cuda.get_device_name(0) if on_gpu else None, num_groups=args.num_groups,
-          group_size=args.group_size)
+          group_size=args.group_size, runners=args.runners)
     start = time.perf_counter()
     iteration = 0
     while iteration < args.iterations and time.perf_counter() - start < args.time_budget_s:
@@ -100,7 +101,7 @@ def start_all(args: argparse.Namespace) -> None:
     out.mkdir(parents=True, exist_ok=True)
     common = (f"--out {out} --iterations {args.iterations} --model {args.model} --num-groups {args.num_groups} "
               f"--group-size {args.group_size} --eval-seeds {args.eval_seeds} --ray-cpus {args.ray_cpus} "
-              f"--time-budget-s {args.time_budget_s}")
+              f"--time-budget-s {args.time_budget_s} --runners {args.runners}")
     def cmd(mode: str, seed: int) -> str:
         return f"python3 {__file__} run --mode {mode} --seed {seed} {common} > {out}/log_{mode}_s{seed}.txt 2>&1 &\n"
 
@@ -226,7 +227,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--group-size", type=int, default=4)
     parser.add_argument("--eval-seeds", type=int, default=64)
     parser.add_argument("--max-staleness", type=int, default=1)
-    parser.add_argument("--ray-cpus", type=int, default=2)
+    parser.add_argument("--ray-cpus", type=int, default=3)
+    parser.add_argument("--runners", type=int, default=1, help="remote EnvRunners (num_groups is split among them)")
     parser.add_argument("--detach", action="store_true")
     parser.add_argument("--pairs", action="store_true", help="all: one seed's sync + async runs at a time")
     parser.add_argument("--stem", default="async_h200")

@@ -327,32 +327,33 @@ def collect(out: Path, dry: bool, envs: list[str], wait_s: float) -> None:
 
 
 def async_bar(out: Path, dry: bool, budget_s: float, seeds: list[int], iterations: int, wait_s: float,
-              pairs: bool = False) -> None:
+              pairs: bool = False, runners: int = 1) -> None:
     """Issue 25's bar (benchmarks/async_gpu.py): sync and async runs of the main job at GPU size, one process
     per (mode, seed), all sharing the GPU, started detached on the first call; every call waits up to
     ``wait_s`` for them and, once they are done, writes ``async_h200.{json,md,png}`` and the logs into ``out``."""
-    folder = (Path("/tmp/gpu_dry") if dry else WORK) / ("async_pairs" if pairs else "async")
+    folder = (Path("/tmp/gpu_dry") if dry else WORK) / f"async{'_pairs' if pairs else ''}_r{runners}"
     model = "tiny-random-llama" if dry else "smollm2-135m-instruct"
     if not (folder / "runs.sh").is_file():
         prepare(model, dry)
         sizes = "--num-groups 2 --group-size 2 --eval-seeds 4" if dry else "--num-groups 8 --group-size 4 --eval-seeds 64"
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "note.txt").write_text(
-            f"tuned_examples/numberline_gigpo.py as shipped at GPU size ({sizes}), one remote EnvRunner + the Learner "
-            f"on one GPU, sync vs async (max_staleness 1, broadcast every update, decoupled objective), seeds {seeds}, "
+            f"tuned_examples/numberline_gigpo.py as shipped at GPU size ({sizes}), {runners} remote EnvRunner(s) "
+            f"(splitting the groups) + the Learner on one GPU, sync vs async (max_staleness 1, broadcast every update, decoupled objective), seeds {seeds}, "
             + ("one seed at a time, its sync and async runs side by side (2 processes on the GPU)" if pairs else
                f"{len(seeds) * 2} processes sharing the GPU at once")
             + f", at most {iterations} iterations or {budget_s:.0f} s of training each.")
         sh(f"python3 benchmarks/async_gpu.py all --out {folder} --seeds {' '.join(map(str, seeds))} --iterations "
-           f"{iterations} --model {model} {sizes} --time-budget-s {budget_s:.0f} --detach{' --pairs' if pairs else ''}")
+           f"{iterations} --model {model} {sizes} --time-budget-s {budget_s:.0f} --detach{' --pairs' if pairs else ''} --runners {runners}")
     deadline = time.monotonic() + wait_s
     while not (folder / "done").is_file() and time.monotonic() < deadline:
         time.sleep(5)
     for log in sorted(folder.glob("log_*.txt")):
         print(f"== {log.name}", *log.read_text(errors="replace").splitlines()[-2:], sep="\n", flush=True)
     if (folder / "done").is_file():
-        sh(f"python3 benchmarks/async_gpu.py report {folder} --results-dir {out}", check=False)
-        with tarfile.open(out / "async_h200_logs.tar.gz", "w:gz") as tar:
+        stem = "async_h200" if runners == 1 else f"async_h200_r{runners}"
+        sh(f"python3 benchmarks/async_gpu.py report {folder} --results-dir {out} --stem {stem}", check=False)
+        with tarfile.open(out / f"{stem}_logs.tar.gz", "w:gz") as tar:
             tar.add(folder, arcname=folder.name)
 
 
@@ -418,6 +419,7 @@ def main() -> int:
     parser.add_argument("--bar-variant", default="base", help="bar: a gpu_sweep.py variant (e.g. micro8: less memory)")
     parser.add_argument("--detach", action="store_true", help="bar: start the runs and return (see collect)")
     parser.add_argument("--pairs", action="store_true", help="async: one seed's sync + async runs at a time")
+    parser.add_argument("--runners", type=int, default=1, help="async: remote EnvRunners per run")
     parser.add_argument("--wait-s", type=float, default=540.0, help="collect: the longest wait in this call")
     parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "/tmp/gpu_out")))
     parser.add_argument("--dry-run", action="store_true")
@@ -444,7 +446,7 @@ def main() -> int:
                               args.detach),
      "collect": lambda: collect(args.out, args.dry_run, args.envs, args.wait_s),
      "async": lambda: async_bar(args.out, args.dry_run, args.budget_s, args.seeds or [0, 1, 2], args.iterations,
-                                args.wait_s, args.pairs),
+                                args.wait_s, args.pairs, args.runners),
      "multiagent": lambda: multiagent(args.out, args.dry_run, args.budget_s, args.seeds or [0, 1], args.iterations,
                                       args.example, json.loads(args.env_variants) if args.env_variants else None),
      }[args.step]()
