@@ -5,8 +5,8 @@ Left padding (:func:`left_pad`), positions from the attention mask (:func:`posit
 forward that runs the prompt prefix every row shares once (:func:`prefill_shared_prefix`), log-probs under
 softmax(logits / T) (:func:`token_logprobs`) and the Learner's per-token log-probs of the responses
 (:func:`response_logprobs`). The ``hf`` backend, the vision backend and the RLModule all use these, so a
-change of layout cannot make one side drift from the other (tests/foundation/test_rl_module.py and
-tests/scale/test_vision.py check the equality).
+change of layout cannot make one side drift from the other (tests/test_rl_module.py and
+tests/test_vision.py check the equality).
 """
 
 from __future__ import annotations

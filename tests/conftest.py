@@ -1,4 +1,5 @@
-"""Shared fixtures: one Ray instance per test session, and tiny-model configs that build in seconds."""
+"""Shared fixtures: one Ray instance per test session, tiny-model configs that build in seconds, and the
+``device`` parameter (CPU, and CUDA with ``-m gpu`` on a GPU machine)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import os
 import tempfile
 
 import pytest
+import torch
 
 os.environ.setdefault("RAY_DEDUP_LOGS", "0")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -44,3 +46,15 @@ def tiny_config(algo: str = "gigpo", **group_rollouts):
 @pytest.fixture
 def tiny_gigpo_config():
     return tiny_config("gigpo")
+
+
+CUDA = pytest.param(
+    "cuda",
+    marks=[pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")],
+)
+
+
+@pytest.fixture(params=["cpu", CUDA])
+def device(request) -> str:
+    """Each test on the CPU and, with ``-m gpu`` on a GPU machine, on CUDA (the hf backend's graph path)."""
+    return request.param

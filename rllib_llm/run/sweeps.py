@@ -3,8 +3,8 @@
 Our Algorithms are Tune Trainables, so a sweep is RLlib's usual ``tune.Tuner(GiGPO, param_space=config)``
 with ``tune.grid_search`` in the config. What this module adds: every grid point is validated before Tune
 starts (a bad value fails in one line, not in a trial actor minutes later), trials run one at a time by
-default (2-CPU machines), each trial is an MLflow run (Ray's ``MLflowLoggerCallback``, same store as
-``rllib-llm train``), and the results come back as a table and the best trial.
+default (2-CPU machines), each trial is tracked as ``rllib-llm train`` tracks a run (:class:`TrackingCallback`:
+the same store, params and metric names), and the results come back as a table and the best trial.
 
     python tuned_examples/numberline_gigpo_tune.py --iterations 3 --grid group_size=4,8 --grid lr=1e-5,5e-5
 """
@@ -18,6 +18,8 @@ import logging
 import math
 from pathlib import Path
 from typing import Any
+
+from ray.tune import Callback
 
 from rllib_llm.run.stopping import ITERATIONS, check_stop
 
@@ -78,22 +80,69 @@ def parse_grid(items: list[str]) -> dict[str, list]:
     return grid
 
 
-def _mlflow_callback(tracking_uri: str | None, experiment: str) -> list:
-    """Ray's MLflowLoggerCallback on the store ``rllib-llm train`` uses; [] when mlflow is not installed
-    and tracking was not asked for explicitly."""
-    from rllib_llm.run.tracking import TrackingError, ensure_experiment, resolve_tracking_uri
+def trial_config(config: Any, grid: dict[str, list], trial_values: dict[str, Any]) -> Any:
+    """The config one trial trains: ``config`` with the trial's grid values set."""
+    trial = config.copy(copy_frozen=False)
+    for key in grid:
+        setattr(trial, key, trial_values[key])
+    return trial
+
+
+class TrackingCallback(Callback):
+    """A Tune callback that tracks every trial as ``rllib-llm train`` tracks a run: the same trackers
+    (:func:`~rllib_llm.run.tracking.start_tracking`), the same params (:func:`config_params` of the trial's
+    config) and the same metric names (:func:`~rllib_llm.run.progress.flatten_metrics` per iteration), so a
+    sweep's runs and a single run compare in one MLflow experiment. Built by :func:`tracking_callbacks`."""
+
+    def __init__(self, config: Any, grid: dict[str, list], tracking_uri: str | None, experiment: str) -> None:
+        super().__init__()
+        self.config, self.grid, self.tracking_uri, self.experiment = config, grid, tracking_uri, experiment
+        self.runs: dict[str, Any] = {}
+
+    def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        from rllib_llm.run.tracking import config_params, start_tracking
+
+        point = {key: trial.config[key] for key in self.grid}
+        tracking = start_tracking(
+            tracking_uri=self.tracking_uri,
+            experiment=self.experiment,
+            run_name=",".join(f"{k}={v}" for k, v in point.items()) or str(trial),
+            tags={"tune_trial_id": trial.trial_id},
+        )
+        tracking.log_params(config_params(trial_config(self.config, self.grid, point)))
+        self.runs[trial.trial_id] = tracking
+
+    def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict, **info: Any) -> None:
+        from rllib_llm.run.progress import flatten_metrics
+
+        if trial.trial_id in self.runs:
+            self.runs[trial.trial_id].log_metrics(flatten_metrics(result), step=int(result.get(ITERATIONS, 0)))
+
+    def _finish(self, trial: Any, status: str) -> None:
+        tracking = self.runs.pop(trial.trial_id, None)
+        if tracking is not None:
+            tracking.finish(status)
+
+    def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        self._finish(trial, "FINISHED")
+
+    def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        self._finish(trial, "FAILED")
+
+
+def tracking_callbacks(config: Any, grid: dict[str, list], tracking_uri: str | None, experiment: str) -> list:
+    """``[TrackingCallback]``; [] when mlflow is not installed and tracking was
+    not asked for explicitly (as ``rllib-llm train``)."""
+    from rllib_llm.run.tracking import TrackingError
 
     try:
-        from mlflow.tracking import MlflowClient
-        from ray.air.integrations.mlflow import MLflowLoggerCallback
+        import mlflow  # noqa: F401
     except ImportError as e:
         if tracking_uri is not None:
             raise TrackingError("MLflow tracking needs mlflow: pip install 'rllib-llm[tracking]'") from e
         logger.warning("MLflow tracking of the sweep is off: mlflow is not installed")
         return []
-    uri, artifact_root = resolve_tracking_uri(tracking_uri)
-    ensure_experiment(MlflowClient(tracking_uri=uri), experiment, artifact_root)
-    return [MLflowLoggerCallback(tracking_uri=uri, experiment_name=experiment, save_artifact=False)]
+    return [TrackingCallback(config, grid, tracking_uri, experiment)]
 
 
 def run_sweep(
@@ -117,7 +166,7 @@ def run_sweep(
     from ray import tune
 
     space = grid_param_space(config, grid)
-    callbacks = _mlflow_callback(tracking_uri, name) if tracking else []
+    callbacks = tracking_callbacks(config, grid, tracking_uri, name) if tracking else []
     tuner = tune.Tuner(
         config.algo_class,
         param_space=space,

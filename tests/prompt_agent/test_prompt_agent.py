@@ -19,7 +19,7 @@ from rllib_llm.prompt_agent import (
     prompt_agent_config,
 )
 from rllib_llm.run.cli import main
-from tests.ecosystem.openai_server import FakeChatServer
+from tests.prompt_agent.openai_server import FakeChatServer
 
 MESSAGES = [{"role": "user", "content": "Target 3, position 1."}]
 

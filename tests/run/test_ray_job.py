@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.ecosystem.conftest import TINY_EXAMPLE
+from tests.run.conftest import TINY_EXAMPLE
 
 ROOT = Path(__file__).resolve().parents[2]
 TERMINAL = {"SUCCEEDED", "FAILED", "STOPPED"}

@@ -32,7 +32,7 @@ from rllib_llm.run.checkpoints import (
     truncate_jsonl,
 )
 from rllib_llm.run.cli import main
-from tests.reliability.conftest import FakeAlgo
+from tests.run.conftest import FakeAlgo
 
 
 def names(run_dir: Path) -> list[str]:
@@ -97,7 +97,7 @@ import sys
 from pathlib import Path
 sys.path.insert(0, {root!r})
 from rllib_llm.run import checkpoints
-from tests.reliability.conftest import FakeAlgo
+from tests.run.conftest import FakeAlgo
 checkpoints.capture_rng = dict  # the file protocol is under test here, not the RNGs (and torch imports slowly)
 algo = FakeAlgo(iteration={start}, payload=2_000_000)
 print("ready", flush=True)

@@ -11,8 +11,8 @@ import pytest
 from rllib_llm.columns import ENV_ERROR, FINISH_REASON, RESPONSE_TEXT, VALID
 from rllib_llm.generation import GenerationBackend, GenerationOutput
 from rllib_llm.metrics import episode_success
+from tests import faulty_env
 from tests.conftest import tiny_config
-from tests.reliability import faulty_env
 
 pytestmark = pytest.mark.usefixtures("ray_session")
 

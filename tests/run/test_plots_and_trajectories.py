@@ -9,7 +9,7 @@ import pytest
 
 from rllib_llm.run.cli import main
 from rllib_llm.run.plots import curve_figure, plot_runs, read_held_out, read_progress
-from tests.ecosystem.conftest import png_size
+from tests.run.conftest import png_size
 
 
 def write_progress(run_dir, rows):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from rllib_llm.run.sweeps import SUCCESS_METRIC, sweep_main
-from tests.ecosystem.conftest import TINY_EXAMPLE
+from tests.run.conftest import TINY_EXAMPLE
 
 
 @pytest.mark.slow
@@ -57,3 +57,36 @@ def test_a_sweep_hands_the_tuned_examples_stop_criteria_to_tune(monkeypatch, tmp
     assert seen["stop"] == {"training_iteration": 3, "time_total_s": 60.0, "env_runners/success_rate": 0.9}
     with pytest.raises(ValueError, match="must be a number"):
         run_sweep(config, {"lr": [1e-3]}, iterations=3, stop={"time_total_s": "1m"}, tracking=False)
+
+
+def test_each_trial_is_tracked_as_rllib_llm_train_tracks_a_run(tmp_path):
+    """The sweep's Tune callback logs a trial's params with config_params (as the CLI does) and every
+    iteration's result with flatten_metrics' names, and closes the run with the trial's outcome."""
+    from types import SimpleNamespace
+
+    from mlflow.tracking import MlflowClient
+
+    from rllib_llm.run.cli import load_tuned_example
+    from rllib_llm.run.progress import flatten_metrics
+    from rllib_llm.run.sweeps import TrackingCallback, tracking_callbacks
+    from rllib_llm.run.tracking import config_params, resolve_tracking_uri
+
+    config, _ = load_tuned_example(TINY_EXAMPLE)
+    uri = str(tmp_path / "mlruns")
+    [callback] = tracking_callbacks(config, {"lr": [1e-3, 1e-4]}, uri, "sweep_x")
+    assert isinstance(callback, TrackingCallback)
+    trials = [SimpleNamespace(trial_id=f"t{i}", config={"lr": lr}) for i, lr in enumerate([1e-3, 1e-4])]
+    result = {"training_iteration": 1, "env_runners": {"success_rate": 0.25}, "config": {"lr": 1e-3}}
+    for trial in trials:
+        callback.on_trial_start(0, trials, trial)
+        callback.on_trial_result(0, trials, trial, result)
+    callback.on_trial_complete(0, trials, trials[0])
+    callback.on_trial_error(0, trials, trials[1])
+    client = MlflowClient(tracking_uri=resolve_tracking_uri(uri)[0])
+    runs = client.search_runs([client.get_experiment_by_name("sweep_x").experiment_id])
+    by_lr = {r.data.params["lr"]: r for r in runs}
+    assert set(by_lr) == {"0.001", "0.0001"}
+    expected = config_params(config.copy(copy_frozen=False).training(lr=1e-4))
+    assert {k: v for k, v in by_lr["0.0001"].data.params.items()} == expected
+    assert by_lr["0.001"].data.metrics == flatten_metrics(result) == {"env_runners/success_rate": 0.25, "training_iteration": 1.0}
+    assert by_lr["0.001"].info.status == "FINISHED" and by_lr["0.0001"].info.status == "FAILED"

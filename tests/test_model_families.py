@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from rllib_llm.rl_module import LLMRLModule
-from tests.scale.conftest import PREFIX, assert_learner_matches_generator
+from tests.model_parity import PREFIX, assert_learner_matches_generator
 
 LLAMA3_ROPE = {
     "rope_type": "llama3", "rope_theta": 500000.0, "factor": 32.0, "low_freq_factor": 1.0,

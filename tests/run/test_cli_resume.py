@@ -19,7 +19,7 @@ import pytest
 import torch
 
 from rllib_llm.run.checkpoints import CHECKPOINT_NAME, TMP_SUFFIX
-from tests.reliability.test_kill_loop import final_state, mlflow_runs_of, progress, summary
+from tests.run.test_kill_loop import final_state, mlflow_runs_of, progress, summary
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = "tests/fixtures/tiny_numberline.py"

@@ -24,7 +24,7 @@ from rllib_llm.vision import (
     image_patches,
     vl_response_logprobs,
 )
-from tests.scale.conftest import token_batch
+from tests.model_parity import token_batch
 
 PARAMS = SamplingParams(temperature=0.7, max_new_tokens=5, stop=[], seed=3, ignore_eos=True)
 

@@ -1,25 +1,12 @@
-"""Helpers for the scale tests: EnvRunner-vs-Learner log-prob comparisons on tiny models."""
+"""EnvRunner-vs-Learner log-prob comparisons on tiny models (model families, vision, LoRA tests)."""
 
 from __future__ import annotations
 
-import pytest
 import torch
 
 from rllib_llm.algorithms.learner_connectors import pad_token_batch
 from rllib_llm.columns import ACTION_LOGP, IMAGES, PROMPT, RESPONSE
 from rllib_llm.generation import SamplingParams, make_backend
-
-CUDA = pytest.param(
-    "cuda",
-    marks=[pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")],
-)
-
-
-@pytest.fixture(params=["cpu", CUDA])
-def device(request) -> str:
-    """Each test on the CPU and, with ``-m gpu`` on a GPU machine, on CUDA (the hf backend's graph path)."""
-    return request.param
-
 
 #: Two prompts sharing a 20-token prefix (the shared-prefix paths run) and one that is only that prefix.
 PREFIX = list(range(40, 60))
