@@ -4,7 +4,8 @@ Why this exists: a run killed mid-training (SIGKILL, OOM, a preempted node) must
 checkpoint with nothing lost or repeated, and a kill *during* a save must never leave a corrupt "last
 checkpoint". So a checkpoint is written to ``RUN/checkpoint.tmp``, completed by a marker file written last
 (``rllib_llm_checkpoint.json``: the iteration, every file's size and sha256, and what the CLI needs to continue), then
-swapped in by two renames (``checkpoint -> checkpoint.old``, ``checkpoint.tmp -> checkpoint``). A kill at
+swapped in by two renames (``checkpoint -> checkpoint.old``, ``checkpoint.tmp -> checkpoint``); what goes into
+the directory is :func:`rllib_llm.checkpoint_files.write_checkpoint`'s, the same for a Tune trial's checkpoint. A kill at
 any point leaves at least one complete checkpoint; :func:`last_checkpoint` finds the newest complete one
 and repairs the directory.
 
@@ -16,29 +17,32 @@ run continues the same random stream as an uninterrupted one.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
 import pickle
-import random
 import shutil
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rllib_llm.checkpoint_files import (
+    MARKER_FILE,
+    RNG_FILE,
+    TMP_SUFFIX,
+    _fsync,
+    _sha256,
+    restore_rng,
+    write_checkpoint,
+)
+
 logger = logging.getLogger(__name__)
 
 CHECKPOINT_NAME = "checkpoint"
-TMP_SUFFIX = ".tmp"
 OLD_SUFFIX = ".old"
-MARKER_FILE = "rllib_llm_checkpoint.json"
-RNG_FILE = "rllib_llm_rng.pkl"
 ALGORITHM_STATE_FILE = "algorithm_state.pkl"
 COMPONENT_LEARNER_GROUP = "learner_group"
 RLLIB_MARKER_FILE = "rllib_checkpoint.json"
-MARKER_FORMAT = 2
 
 
 class CheckpointError(ValueError):
@@ -57,79 +61,6 @@ class ResumePoint:
 # --- writing ---------------------------------------------------------------------------------------
 
 
-def _fsync(path: Path) -> None:
-    """Flushes a file or directory to disk (a rename is only durable once its directory is synced)."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def _files(root: Path) -> dict[str, int]:
-    """``relative path -> size`` of every file under ``root`` except the marker."""
-    return {
-        p.relative_to(root).as_posix(): p.stat().st_size
-        for p in sorted(root.rglob("*"))
-        if p.is_file() and p.name != MARKER_FILE
-    }
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def _hashes(root: Path) -> dict[str, str]:
-    """``relative path -> sha256`` of every file under ``root`` except the marker: a flipped byte in a file
-    of the right size (bit rot, a bad copy) is caught before its weights are loaded."""
-    return {rel: _sha256(root / rel) for rel in _files(root)}
-
-
-def write_json_atomic(path: Path, payload: Any) -> None:
-    """Writes JSON to ``path`` so that readers see the old or the new content, never half of it."""
-    tmp = path.with_name(path.name + TMP_SUFFIX)
-    with open(tmp, "w") as f:
-        json.dump(payload, f, indent=2, default=str)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
-def capture_rng() -> dict[str, Any]:
-    """The process-global RNG states (the HF backend samples from torch's global generator)."""
-    import numpy as np
-    import torch
-
-    state: dict[str, Any] = {
-        "python": random.getstate(),
-        "numpy": np.random.get_state(),
-        "torch": torch.get_rng_state(),
-    }
-    if torch.cuda.is_available():
-        state["torch_cuda"] = torch.cuda.get_rng_state_all()
-    return state
-
-
-def restore_rng(state: dict[str, Any]) -> None:
-    import numpy as np
-    import torch
-
-    random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
-    torch.set_rng_state(state["torch"])
-    if "torch_cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["torch_cuda"])
-
-
 def save_checkpoint(algo: Any, run_dir: str | Path, extra: dict[str, Any] | None = None) -> Path:
     """Checkpoints ``algo`` to ``run_dir/checkpoint`` atomically and returns that path.
 
@@ -139,21 +70,7 @@ def save_checkpoint(algo: Any, run_dir: str | Path, extra: dict[str, Any] | None
     final = run_dir / CHECKPOINT_NAME
     tmp, old = final.with_name(final.name + TMP_SUFFIX), final.with_name(final.name + OLD_SUFFIX)
     shutil.rmtree(tmp, ignore_errors=True)
-    algo.save_to_path(str(tmp))
-    with open(tmp / RNG_FILE, "wb") as f:
-        pickle.dump(capture_rng(), f)
-    for path in tmp.rglob("*"):
-        _fsync(path)
-    marker = {
-        "format": MARKER_FORMAT,
-        "training_iteration": int(algo.iteration),
-        "saved_at": time.time(),
-        "files": _files(tmp),
-        "sha256": _hashes(tmp),
-        "extra": dict(extra or {}),
-    }
-    write_json_atomic(tmp / MARKER_FILE, marker)  # the checkpoint is complete from here on
-    _fsync(tmp)
+    write_checkpoint(algo, tmp, extra)
     if final.exists():
         shutil.rmtree(old, ignore_errors=True)
         os.rename(final, old)

@@ -96,9 +96,10 @@ SAVER = """
 import sys
 from pathlib import Path
 sys.path.insert(0, {root!r})
+from rllib_llm import checkpoint_files
 from rllib_llm.run import checkpoints
 from tests.run.conftest import FakeAlgo
-checkpoints.capture_rng = dict  # the file protocol is under test here, not the RNGs (and torch imports slowly)
+checkpoint_files.capture_rng = dict  # the file protocol is under test here, not the RNGs (and torch imports slowly)
 algo = FakeAlgo(iteration={start}, payload=2_000_000)
 print("ready", flush=True)
 while True:

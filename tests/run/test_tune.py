@@ -90,3 +90,24 @@ def test_each_trial_is_tracked_as_rllib_llm_train_tracks_a_run(tmp_path):
     assert {k: v for k, v in by_lr["0.0001"].data.params.items()} == expected
     assert by_lr["0.001"].data.metrics == flatten_metrics(result) == {"env_runners/success_rate": 0.25, "training_iteration": 1.0}
     assert by_lr["0.001"].info.status == "FINISHED" and by_lr["0.0001"].info.status == "FAILED"
+
+
+def test_tunes_checkpoint_hook_writes_what_rllib_llm_train_writes(tmp_path, ray_session):
+    """``Trainable.save`` calls ``save_checkpoint``: the same files and integrity marker as the CLI's, so
+    ``read_checkpoint`` (what ``rllib-llm evaluate`` and ``--resume`` check first) accepts a sweep's checkpoint."""
+    from rllib_llm.checkpoint_files import MARKER_FILE, RNG_FILE
+    from rllib_llm.run.checkpoints import read_checkpoint
+    from tests.conftest import tiny_config
+
+    algo = tiny_config().build_algo()
+    try:
+        algo.train()
+        algo.save_checkpoint(str(tmp_path / "trial_ckpt"))
+    finally:
+        algo.stop()
+    root = tmp_path / "trial_ckpt"
+    assert (root / MARKER_FILE).is_file() and (root / RNG_FILE).is_file()
+    assert read_checkpoint(root).iteration == 1
+    (root / "learner_group" / "state.pkl").write_bytes(b"\x80garbage.")  # same size checks as the CLI's
+    with pytest.raises(Exception, match="learner_group"):
+        read_checkpoint(root)
