@@ -197,7 +197,7 @@ class LLMAlgorithm(Algorithm):
 
     def play_held_out(self, seeds: list[int] | None = None, explore: bool = False) -> list[Any]:
         """One episode per held-out seed (default: the config's evaluation seeds), on the first remote
-        EnvRunner if there are any, else on the local one."""
+        EnvRunner if there are any (the local one with ``async_rollouts``), else on the local one."""
         if seeds is None:
             offset, n = self.config.evaluation_seed_offset, self.config.evaluation_num_seeds
             seeds = list(range(offset, offset + n))
@@ -205,7 +205,9 @@ class LLMAlgorithm(Algorithm):
         def play(runner):
             return runner.sample(seeds=seeds, explore=explore, group_size=1, record_metrics=False)
 
-        remote = self.env_runner_group.num_remote_env_runners() > 0
+        # Asynchronous training keeps the remote runners busy with rollouts (an evaluation would wait behind
+        # one and use weights an update old): evaluate on the local runner, which every sync updates.
+        remote = self.env_runner_group.num_remote_env_runners() > 0 and not self.config.async_rollouts
         return self.env_runner_group.foreach_env_runner(play, local_env_runner=not remote)[0]
 
     def evaluate_seeds(self, seeds: list[int] | None = None, explore: bool = False) -> dict[str, Any]:

@@ -131,6 +131,11 @@ def test_async_training_bounds_staleness_and_corrects_against_the_recorded_behav
         expected = torch.clamp(torch.exp(columns[PROX_LOGP] - columns[ACTION_LOGP]), max=config.behaviour_weight_cap)
         torch.testing.assert_close(weights[mask], expected[mask])
         assert not torch.allclose(columns[PROX_LOGP][mask], columns[ACTION_LOGP][mask])  # sampled by older weights
+
+        # Held-out evaluation runs on the local runner (the remote one is busy with a rollout) with the
+        # Learner's latest weights.
+        assert algo.env_runner.weights_seq_no == algo.policy_version
+        assert algo.evaluate_seeds([10, 11])["num_episodes"] == 2
     finally:
         algo.stop()
 
