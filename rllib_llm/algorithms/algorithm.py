@@ -20,6 +20,7 @@ from ray.rllib.utils.metrics import (
 )
 
 from rllib_llm.algorithms.async_rollouts import GroupQueue
+from rllib_llm.algorithms.dynamic_sampling import is_informative
 from rllib_llm.algorithms.sharding import NotEnoughGroupsError, learner_update_data
 from rllib_llm.checkpoint_files import write_checkpoint
 from rllib_llm.metrics import flat_stats, rollout_stats
@@ -135,7 +136,8 @@ class LLMAlgorithm(Algorithm):
                     "async_rollouts=True needs remote EnvRunners that sample while the Learner updates: set "
                     ".env_runners(num_env_runners=1) or more"
                 )
-            self._group_queue = GroupQueue(self.config.max_staleness)
+            keep = is_informative if self.config.dynamic_sampling else None
+            self._group_queue = GroupQueue(self.config.max_staleness, keep)
             self.policy_version = self._learner_weights_seq_no()
         queue = self._group_queue
         needed = self.config.num_groups * max(self.env_runner_group.num_healthy_remote_env_runners(), 1)

@@ -9,7 +9,8 @@ when new weights arrive finishes on the version it started with, and every episo
 (:data:`~rllib_llm.columns.POLICY_VERSION`): a group never mixes versions.
 
 A group's *staleness* is how many Learner updates happened since the weights it was sampled with; groups
-more than ``max_staleness`` old are dropped (and counted) when the Learner takes its batch. The loss
+more than ``max_staleness`` old are dropped (and counted) when the Learner takes its batch; with DAPO's
+dynamic sampling, groups whose returns are all equal are filtered as they arrive (and counted). The loss
 corrects for the rest (``off_policy_correction``, :func:`~rllib_llm.algorithms.losses.behaviour_weights`).
 The queue below is pure bookkeeping, tested without Ray.
 """
@@ -17,6 +18,7 @@ The queue below is pure bookkeeping, tested without Ray.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -29,6 +31,7 @@ STALENESS_MEAN = "staleness_mean"
 STALENESS_MAX = "staleness_max"
 GROUPS_DROPPED = "groups_dropped"
 GROUPS_QUEUED = "groups_queued"
+GROUPS_FILTERED = "groups_filtered"
 
 
 def group_version(group: list) -> int:
@@ -48,13 +51,20 @@ class GroupQueue:
     """Complete groups waiting for the Learner, oldest first, with the version each was sampled with."""
 
     max_staleness: int
+    #: Which groups to keep at all (DAPO's dynamic sampling: ``is_informative``); None keeps every group.
+    keep: Callable[[list], bool] | None = None
     groups: deque = field(default_factory=deque)
-    #: Groups dropped as too stale since the last :meth:`take`.
+    #: Groups dropped as too stale, and groups ``keep`` refused, since the last :meth:`take`.
     dropped: int = 0
+    filtered: int = 0
 
     def add(self, episodes: list) -> None:
         for group in group_episodes(episodes):
-            self.groups.append((group_version(group), group))
+            version = group_version(group)
+            if self.keep is not None and not self.keep(group):
+                self.filtered += 1
+                continue
+            self.groups.append((version, group))
 
     def drop_stale(self, current_version: int) -> None:
         """Removes the groups more than ``max_staleness`` updates older than ``current_version``."""
@@ -76,6 +86,7 @@ class GroupQueue:
             STALENESS_MAX: float(lags.max()) if len(lags) else 0.0,
             GROUPS_DROPPED: float(self.dropped),
             GROUPS_QUEUED: float(len(self.groups)),
+            GROUPS_FILTERED: float(self.filtered),
         }
-        self.dropped = 0
+        self.dropped = self.filtered = 0
         return [episode for _, group in taken for episode in group], stats

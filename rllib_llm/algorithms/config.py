@@ -477,7 +477,6 @@ class LLMConfig(AlgorithmConfig):
         number("behaviour_weight_cap", 1)
         choice("off_policy_correction", OFF_POLICY_CORRECTIONS)
         if self.async_rollouts is True:
-            check(not self.dynamic_sampling, "async_rollouts=True does not combine with dynamic_sampling yet")
             check(not self.is_multi_agent, "async_rollouts=True is single-agent only for now")
         number("similarity_threshold", 0, 1, low_open=True)
         number("gamma", 0, 1)

@@ -51,6 +51,21 @@ def test_max_staleness_zero_trains_only_on_the_current_policy():
     assert {e.custom_data[GROUP_ID] for e in episodes} == {"b"} and stats[GROUPS_DROPPED] == 1
 
 
+def test_dynamic_sampling_filters_groups_whose_returns_are_all_equal_as_they_arrive():
+    from rllib_llm.algorithms.dynamic_sampling import is_informative
+
+    informative = episodes_of("i", 0)
+    for episode, reward in zip(informative, (1.0, 0.0), strict=True):
+        episode.add_env_step("o2", "+", reward, terminated=True)
+    flat = episodes_of("f", 0)
+    for episode in flat:
+        episode.add_env_step("o2", "+", 1.0, terminated=True)
+    queue = GroupQueue(max_staleness=1, keep=is_informative)
+    queue.add(informative + flat)
+    episodes, stats = queue.take(2, current_version=0)
+    assert {e.custom_data[GROUP_ID] for e in episodes} == {"i"} and stats["groups_filtered"] == 1
+
+
 def test_a_group_that_mixes_policy_versions_is_refused():
     mixed = episodes_of("g", 1, size=1) + episodes_of("g", 2, size=1)
     with pytest.raises(ValueError, match="mixes policy versions"):
