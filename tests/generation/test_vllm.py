@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import sys
-import types
-from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -25,20 +23,7 @@ from rllib_llm.generation.vllm import (
 )
 from rllib_llm.generation.vllm_weights import choose_weight_sync, load_engine_weights, normalize_weight_names
 from rllib_llm.models import apply_lora, build_tiny_model
-
-
-def completion(token_ids, text, finish_reason="length", stop_reason=None, logprobs=True):
-    steps = [
-        {tok: SimpleNamespace(logprob=-0.5 * (i + 1)), 999: SimpleNamespace(logprob=-9.0)}
-        for i, tok in enumerate(token_ids)
-    ]
-    return SimpleNamespace(
-        token_ids=token_ids,
-        text=text,
-        logprobs=steps if logprobs else None,
-        finish_reason=finish_reason,
-        stop_reason=stop_reason,
-    )
+from tests.fake_backends import FakeEngineModel, completion, install_fake_vllm
 
 
 def test_sampling_kwargs_map_every_field_and_seed_each_request():
@@ -110,60 +95,9 @@ def test_missing_vllm_fails_with_an_install_hint(monkeypatch, model, tokenizer):
         make_backend("vllm", model=model, tokenizer=tokenizer)
 
 
-# --- a fake vllm module --------------------------------------------------------------------------------
-
-
-class FakeEngineModel:
-    def __init__(self) -> None:
-        self.loaded: list[tuple[str, torch.Tensor]] = []
-
-    def load_weights(self, weights):
-        self.loaded.extend(weights)
-
-
-class FakeLLM:
-    def __init__(self, **kwargs) -> None:
-        self.kwargs = kwargs
-        self.calls: list[dict] = []
-        self.engine_model = FakeEngineModel()
-        self.prefix_resets = 0
-        self.events: list[tuple] = []
-
-    def generate(self, prompts, sampling, use_tqdm, lora_request):
-        self.calls.append({"prompts": prompts, "sampling": sampling, "lora": lora_request})
-        return [SimpleNamespace(outputs=[completion(p["prompt_token_ids"][-1:], "t")]) for p in prompts]
-
-    def apply_model(self, func):
-        return [func(self.engine_model)]
-
-    def reset_prefix_cache(self):
-        self.prefix_resets += 1
-
-    def sleep(self, level):
-        self.events.append(("sleep", level))
-
-    def wake_up(self, tags=None):
-        self.events.append(("wake_up", tuple(tags)))
-
-
-@dataclass
-class FakeEngineArgs:
-    model: str = ""
-    logprobs_mode: str = "raw_logprobs"
-
-
 @pytest.fixture
 def fake_vllm(monkeypatch):
-    module = types.ModuleType("vllm")
-    module.LLM = FakeLLM
-    module.SamplingParams = lambda **kw: kw
-    module.EngineArgs = FakeEngineArgs
-    lora = types.ModuleType("vllm.lora")
-    request = types.ModuleType("vllm.lora.request")
-    request.LoRARequest = lambda name, int_id, path: SimpleNamespace(name=name, id=int_id, path=path)
-    for name, mod in (("vllm", module), ("vllm.lora", lora), ("vllm.lora.request", request)):
-        monkeypatch.setitem(sys.modules, name, mod)
-    return module
+    return install_fake_vllm(monkeypatch)
 
 
 def test_in_process_engine_generation_and_full_weight_sync(fake_vllm, tokenizer):

@@ -233,3 +233,32 @@ def test_multi_agent_rollouts_report_the_same_response_fault_metrics_as_single_a
     metrics = timeout_runner.get_metrics()
     assert metrics[EMPTY_RESPONSE_RATE] == 1.0 and metrics["valid_action_rate"] == 0.0
     assert metrics[TRUNCATED_RESPONSE_RATE] == 0.0 and metrics[UNDECODABLE_RESPONSE_RATE] == 0.0
+
+
+def test_each_module_samples_with_its_own_vllm_engine_and_receives_its_own_weights(monkeypatch):
+    """``.generation(backend="vllm")`` in a multi-agent system (a fake vllm package): one engine per module,
+    each module's agents answered by its engine, and a weight sync reaching each engine with its module's
+    weights (issue 23's multi-agent case)."""
+    import torch
+    from ray.rllib.core import COMPONENT_RL_MODULE
+
+    from tests.fake_backends import install_fake_vllm
+
+    install_fake_vllm(monkeypatch)
+    config = tiny_multi_agent_config(env_config={"opening_moves": 2}, max_episode_steps=3).generation(backend="vllm")
+    runner = LLMMultiAgentEnvRunner(config=config)
+    engines = {m: backend.llm for m, backend in runner.backends.items()}
+    assert set(engines) == {"x", "o"} and engines["x"] is not engines["o"]
+    episodes = runner.sample(seeds=[3])
+    # The fake engine's replies are no moves, so player_1 (module x) keeps the turn: only x's engine is asked,
+    # once per step for both episodes' player_1 together.
+    assert [len(call["prompts"]) for call in engines["x"].calls] == [2, 2, 2] and not engines["o"].calls
+    assert all(set(ep.agent_episodes) == {"player_1"} for ep in episodes)
+    weights = {m: runner.module[m].get_state() for m in ("x", "o")}
+    weights["o"] = {k: v + 1.0 if k.endswith("lm_head.weight") else v for k, v in weights["o"].items()}
+    runner.set_state({COMPONENT_RL_MODULE: weights})
+    for module_id, llm in engines.items():
+        loaded = dict(llm.engine_model.loaded)
+        head = next(v for k, v in loaded.items() if k.endswith("lm_head.weight"))
+        expected = next(torch.as_tensor(v) for k, v in weights[module_id].items() if k.endswith("lm_head.weight"))
+        torch.testing.assert_close(head, expected)
