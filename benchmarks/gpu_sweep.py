@@ -141,9 +141,6 @@ def build_config(variant: str, algo: str, seed: int, args: argparse.Namespace, o
     if args.env == "Sokoban":
         from benchmarks.learning import sokoban
 
-        # AlgorithmConfig.environment() merges env_config into the old one: without this, NumberLine's
-        # max_position reaches SokobanEnv (benchmarks/learning.py --env Sokoban fails the same way).
-        config.env_config = {}
         config = sokoban(config)
     if algo == "grpo":
         config.algo_class = GRPO

@@ -76,7 +76,6 @@ def sokoban(config: Any) -> Any:
     from rllib_llm.envs.sokoban import SokobanEnv
 
     example, _ = SokobanEnv(**SOKOBAN).reset(seed=0)
-    config.env_config = {}  # AlgorithmConfig.environment() merges env_config: drop NumberLine's keys
     return (
         config.environment("Sokoban", env_config=SOKOBAN)
         .env_runners(env_to_module_connector=lambda *_: [SlidingWindowMemory(window=2), ChatPromptBuilder()])

@@ -336,7 +336,7 @@ def wrapper_source(name: str, seed: int) -> str:
     if example.startswith("benchmarks/learning.py:"):  # Sokoban: the main job's recipe on text Sokoban
         lines += ["from benchmarks.learning import sokoban",
                   f"config, stop = load_tuned_example(Path({str(ROOT / 'tuned_examples/numberline_gigpo.py')!r}))",
-                  "config = config.copy(copy_frozen=False)", "config.env_config = {}", "config = sokoban(config)"]
+                  "config = config.copy(copy_frozen=False)", "config = sokoban(config)"]
     else:
         lines.append(f"config, stop = load_tuned_example(Path({str(ROOT / example)!r}))")
     sizes = ".group_rollouts(num_groups=8, group_size=4)" if "tictactoe" not in name else ""

@@ -38,7 +38,6 @@ config = (
     .training(step_grouping="exact", micro_batch_size=4)  # long prompts: 4 rows a forward/backward pass on a CPU
     .evaluation(evaluation_num_seeds=32)
 )
-config.env_config = dict(GAMES)  # .environment() merges into NumberLine's env_config: replace it
 
 stop = {"training_iteration": 4}
 

@@ -50,7 +50,6 @@ config = (
         few_shot=[("Dealer shows: 9. Your hand: 10, 6 (total 16).", "<action>hit</action>")],
     )
 )
-config.env_config = {"max_steps": 5}  # .environment() merges into NumberLine's env_config: replace it
 
 stop = {"training_iteration": 40}
 

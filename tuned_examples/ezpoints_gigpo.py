@@ -40,7 +40,6 @@ config = (
     .generation(max_new_tokens=12)
     .group_rollouts(num_groups=4, max_episode_steps=3, few_shot=[("Cards: 3, 4.", "<action>3*4</action>")])
 )
-config.env_config = {"max_steps": 3}  # .environment() merges into NumberLine's env_config: replace it
 
 stop = {"training_iteration": 40}
 

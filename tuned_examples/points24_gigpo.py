@@ -42,7 +42,6 @@ config = (
     .generation(max_new_tokens=20)
     .group_rollouts(num_groups=4, max_episode_steps=3, few_shot=[("Cards: 4, 8, 3, A.", "<action>(4+8)*(3-1)</action>")])
 )
-config.env_config = {"max_steps": 3}  # .environment() merges into NumberLine's env_config: replace it
 
 stop = {"training_iteration": 40}
 

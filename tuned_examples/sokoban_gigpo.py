@@ -37,7 +37,6 @@ config = (
     .group_rollouts(num_groups=2, max_episode_steps=ROOM["max_steps"], few_shot=[(example_room, "<action>down</action>")])
     .evaluation(evaluation_num_seeds=32)
 )
-config.env_config = dict(ROOM)  # .environment() merges into NumberLine's env_config: replace it
 
 stop = {"training_iteration": 4}
 

@@ -188,6 +188,14 @@ class LLMConfig(AlgorithmConfig):
             setattr(self, name, copy.deepcopy(getattr(other, name)))
         return self
 
+    def environment(self, env: Any = NotProvided, *, env_config: dict | None = NotProvided, **kwargs: Any) -> LLMConfig:
+        """RLlib's, except that naming another env starts its ``env_config`` afresh. RLlib merges
+        ``env_config`` into the previous one, so a config copied from another env's tuned example (the main
+        job's NumberLine, say) would hand that env's keys to the new env, which refuses them."""
+        if env is not NotProvided and env != self.env:
+            self.env_config = {}
+        return super().environment(env, env_config=env_config, **kwargs)
+
     def llm(
         self,
         *,

@@ -69,3 +69,12 @@ def test_rollouts_like_copies_the_task_and_keeps_the_algorithms_training_setting
     assert task.env_config["max_position"] == 3  # copies, not shared
     with pytest.raises(TypeError, match="needs an LLMConfig"):
         DAPOConfig().rollouts_like(object())
+
+
+def test_naming_another_env_starts_its_env_config_afresh_and_the_same_env_merges():
+    config = tiny_config()  # NumberLine with {"max_position": 3, "max_steps": 3}
+    same = config.copy(copy_frozen=False).environment("NumberLine", env_config={"max_steps": 5})
+    assert same.env_config == {"max_position": 3, "max_steps": 5}  # RLlib's merge, for the same env
+    moved = config.copy(copy_frozen=False).environment("Sokoban", env_config={"dim_room": [6, 6]})
+    assert moved.env_config == {"dim_room": [6, 6]}  # not NumberLine's keys, which Sokoban would refuse
+    moved.validate()
