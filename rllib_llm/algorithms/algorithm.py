@@ -22,7 +22,6 @@ from ray.rllib.utils.metrics import (
 from rllib_llm.algorithms.async_rollouts import GroupQueue
 from rllib_llm.algorithms.dynamic_sampling import is_informative
 from rllib_llm.algorithms.sharding import NotEnoughGroupsError, learner_update_data
-from rllib_llm.checkpoint_files import write_checkpoint
 from rllib_llm.metrics import flat_stats, rollout_stats
 
 logger = logging.getLogger(__name__)
@@ -142,16 +141,12 @@ class LLMAlgorithm(Algorithm):
         queue = self._group_queue
         needed = self.config.num_groups * max(self.env_runner_group.num_healthy_remote_env_runners(), 1)
         with self.metrics.log_time((TIMERS, ENV_RUNNER_SAMPLING_TIMER)):
-            waited = 0.0
             while True:
                 queue.drop_stale(self.policy_version)
                 if len(queue) >= needed:
                     break
-                self._collect_rollouts(timeout_s=ASYNC_POLL_S)
-                waited += ASYNC_POLL_S
-                if waited > self.config.sample_timeout_s and len(queue) == 0:
-                    self._note_empty_sample()
-                    waited = 0.0
+                if not self._collect_rollouts(timeout_s=ASYNC_POLL_S):
+                    return  # no runner can deliver: RLlib restores failed runners between iterations
         episodes, stats = queue.take(needed, self.policy_version)
         self.training_episodes = episodes
         self.metrics.log_dict(stats, key=ASYNC_RESULTS, window=1)
@@ -164,10 +159,13 @@ class LLMAlgorithm(Algorithm):
         state = self.learner_group.get_state(components=COMPONENT_LEARNER, not_components=skip)
         return int(state[COMPONENT_LEARNER].get(WEIGHTS_SEQ_NO, 0))
 
-    def _collect_rollouts(self, timeout_s: float) -> None:
+    def _collect_rollouts(self, timeout_s: float) -> bool:
         """Fetches the rollouts that finished (waiting up to ``timeout_s``) into the queue, and starts a new
-        ``sample()`` on every remote EnvRunner that has none in flight."""
-        results = self.env_runner_group.foreach_env_runner_async_fetch_ready(
+        ``sample()`` on every healthy remote EnvRunner that has none in flight. A rollout without episodes
+        counts towards :data:`MAX_EMPTY_SAMPLES` (as in lock-step training); a slow one does not: it is still
+        in flight. False (and one empty rollout counted) when no healthy runner has anything in flight."""
+        group = self.env_runner_group
+        results = group.foreach_env_runner_async_fetch_ready(
             func=_sample_with_metrics, tag=ASYNC_SAMPLE_TAG, timeout_seconds=timeout_s
         )
         for episodes, metrics in results:
@@ -175,12 +173,12 @@ class LLMAlgorithm(Algorithm):
             self.metrics.aggregate([metrics], key=ENV_RUNNER_RESULTS)
             if episodes:
                 self._empty_samples = 0
-
-    def save_checkpoint(self, checkpoint_dir: str) -> None:
-        """Tune's checkpoint hook (``Trainable.save``): the directory ``rllib-llm train`` writes, RLlib's state
-        plus the RNGs and the integrity marker (:func:`~rllib_llm.checkpoint_files.write_checkpoint`), so a
-        sweep's checkpoints are checked, evaluated and resumed like a CLI run's."""
-        write_checkpoint(self, checkpoint_dir)
+            else:
+                self._note_empty_sample()
+        if not results and group.num_healthy_remote_env_runners() == 0 and group.num_in_flight_async_reqs() == 0:
+            self._note_empty_sample()
+            return False
+        return True
 
     def _note_empty_sample(self) -> None:
         """A rollout in which no EnvRunner returned an episode (every remote runner failed or is restarting)

@@ -182,3 +182,19 @@ def test_async_rollouts_without_remote_env_runners_fail_with_one_clear_error(ray
             algo.train()
     finally:
         algo.stop()
+
+
+def test_async_rollouts_without_any_episode_stop_training_with_one_clear_error(ray_session, monkeypatch):
+    """Runners that return empty rollouts must not look like training (as in lock-step mode); a slow
+    rollout, still in flight, is no empty one."""
+    from rllib_llm.algorithms import algorithm as algorithm_module
+    from tests.conftest import tiny_config
+
+    monkeypatch.setattr(algorithm_module, "_sample_with_metrics", lambda runner: ([], {}))
+    config = tiny_config().env_runners(num_env_runners=1, num_cpus_per_env_runner=0.5).training(async_rollouts=True)
+    algo = config.build_algo()
+    try:
+        with pytest.raises(Exception, match="No EnvRunner returned episodes for 3 rollouts in a row"):
+            algo.train()
+    finally:
+        algo.stop()
