@@ -136,3 +136,22 @@ def test_config_refuses_what_multi_agent_training_cannot_do(change, message):
 def test_config_refuses_unknown_advantage_grouping():
     with pytest.raises(ValueError, match="advantage_grouping"):
         MultiAgentGRPOConfig().environment("TicTacToe").agents(advantage_grouping="team").validate()
+
+
+def test_row_mode_invalid_action_penalty_reaches_each_agents_rows():
+    """verl-agent's row mode works for multi-agent too now that the penalty is the Learner's: an invalid
+    step's own row is offset by -penalty after the group statistics (over steps)."""
+    from rllib_llm.algorithms.advantages import grpo_advantages
+    from rllib_llm.columns import EPISODE_INDEX, GROUP_INDEX, REWARDS, VALID
+
+    config = MultiAgentGRPOConfig().environment("TicTacToe").training(advantage_norm="mean", group_stats_over_steps=True)
+    config.group_rollouts(invalid_action_penalty_mode="row")
+    config.validate()
+    batch = FlattenAgentSteps(grouping=config.advantage_grouping)(rl_module=None, batch={}, episodes=ONE_STEP)
+    batch["solver_llm"][VALID] = np.array([False, True, True, True])
+    batch = ComputeAdvantages(config=config)(rl_module=None, batch=batch, episodes=ONE_STEP)
+    solver = batch["solver_llm"]
+    expected = grpo_advantages(solver[REWARDS], solver[EPISODE_INDEX], solver[GROUP_INDEX], "mean", over_steps=True,
+                               row_offset=np.array([-0.1, 0.0, 0.0, 0.0]))
+    np.testing.assert_allclose(solver[ADVANTAGES], expected, atol=1e-6)
+    assert solver[ADVANTAGES][0] < batch["verifier_llm"][ADVANTAGES][0]  # a: 1 vs 0 -> +0.5 - 0.1; b: +1
