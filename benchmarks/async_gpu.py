@@ -87,6 +87,7 @@ def run(args: argparse.Namespace) -> None:
         write("iteration", iteration=iteration, seconds=time.perf_counter() - t, elapsed=time.perf_counter() - start,
               train_success=sum(map(episode_success, episodes)) / max(len(episodes), 1), episodes=len(episodes),
               sampled_success=result.get("env_runners", {}).get("success_rate"),
+              timers={k: float(v) for k, v in (result.get("timers") or {}).items() if isinstance(v, (int, float))},
               **{k: float(v) for k, v in (result.get("async_rollouts") or {}).items()})
     algo.env_runner_group.sync_weights(from_worker_or_learner_group=algo.learner_group, inference_only=True)
     stats = algo.env_runner.sample(seeds=list(range(10_000_000, 10_000_000 + args.eval_seeds)), explore=False,
