@@ -12,10 +12,12 @@ Pages are not the whole state (two equal pages can follow different searches), s
 episode group (``step_grouping="exact"``, the paper's GiGPO). With the real WebShop server: ``env_config=
 {"server_url": "http://host:3000"}``.
 
-Measured (``python benchmarks/learning_seeds.py --example tuned_examples/webshop_gigpo.py --seeds 0``,
-benchmarks/results/learning_seeds_webshop_gigpo.md): not measured yet. Its first CPU run (before micro-batches
-of 4 rows) was killed by the OOM killer at 23 GB in the first update after an untrained success of 0.000
-(valid-action rate 0.20) on 32 held-out goals.
+Measured (``python benchmarks/learning_seeds.py --example tuned_examples/webshop_gigpo.py --seeds 0``, 2 CPU
+cores, 2026-12-06): untrained success 0.000, valid-action rate 0.200 on 32 held-out goals (that evaluation
+alone took ~12 min); the first training iteration took 915 s (prompts of 661 tokens on average, 16-19 GB
+resident with micro-batches of 4) with training success 0.00, so the run (4 iterations + evaluation, ~1 h)
+was stopped: the 135M model does not find WebShop's goals in CPU time. Its first CPU run (before
+micro-batches) was killed by the OOM killer at 23 GB in the first update.
 """
 
 from pathlib import Path
