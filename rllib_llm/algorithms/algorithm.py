@@ -22,6 +22,7 @@ from ray.rllib.utils.metrics import (
 from rllib_llm.algorithms.async_rollouts import GroupQueue
 from rllib_llm.algorithms.dynamic_sampling import is_informative
 from rllib_llm.algorithms.sharding import NotEnoughGroupsError, learner_update_data
+from rllib_llm.checkpoint_files import write_checkpoint
 from rllib_llm.metrics import flat_stats, rollout_stats
 
 logger = logging.getLogger(__name__)
@@ -179,6 +180,12 @@ class LLMAlgorithm(Algorithm):
             self._note_empty_sample()
             return False
         return True
+
+    def save_checkpoint(self, checkpoint_dir: str) -> None:
+        """Tune's checkpoint hook (``Trainable.save``): the directory ``rllib-llm train`` writes, RLlib's state
+        plus the RNGs and the integrity marker (:func:`~rllib_llm.checkpoint_files.write_checkpoint`), so a
+        sweep's checkpoints are checked, evaluated and resumed like a CLI run's."""
+        write_checkpoint(self, checkpoint_dir)
 
     def _note_empty_sample(self) -> None:
         """A rollout in which no EnvRunner returned an episode (every remote runner failed or is restarting)
