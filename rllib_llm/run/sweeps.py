@@ -34,6 +34,14 @@ def grid_points(grid: dict[str, list]) -> list[dict[str, Any]]:
     return [dict(zip(keys, values, strict=True)) for values in itertools.product(*(grid[k] for k in keys))]
 
 
+def trial_config(config: Any, point: dict[str, Any]) -> Any:
+    """The config one grid point trains: a copy of ``config`` with the point's values set."""
+    trial = config.copy(copy_frozen=False)
+    for key, value in point.items():
+        setattr(trial, key, value)
+    return trial
+
+
 def grid_param_space(config: Any, grid: dict[str, list]) -> Any:
     """A copy of ``config`` with ``tune.grid_search`` over each field of ``grid`` (config attribute names,
     e.g. ``group_size``, ``lr``). Raises ValueError naming the field for an unknown field, an empty value
@@ -49,11 +57,8 @@ def grid_param_space(config: Any, grid: dict[str, list]) -> Any:
     if empty:
         raise ValueError(f"Grid field(s) {empty} have no values")
     for point in grid_points(grid):
-        trial = config.copy(copy_frozen=False)
-        for key, value in point.items():
-            setattr(trial, key, value)
         try:
-            trial.validate()
+            trial_config(config, point).validate()
         except ValueError as e:
             raise ValueError(f"Grid point {point} is invalid: {one_line(str(e))}") from e
     space = config.copy(copy_frozen=False)
@@ -80,14 +85,6 @@ def parse_grid(items: list[str]) -> dict[str, list]:
     return grid
 
 
-def trial_config(config: Any, grid: dict[str, list], trial_values: dict[str, Any]) -> Any:
-    """The config one trial trains: ``config`` with the trial's grid values set."""
-    trial = config.copy(copy_frozen=False)
-    for key in grid:
-        setattr(trial, key, trial_values[key])
-    return trial
-
-
 class TrackingCallback(Callback):
     """A Tune callback that tracks every trial as ``rllib-llm train`` tracks a run: the same trackers
     (:func:`~rllib_llm.run.tracking.start_tracking`), the same params (:func:`config_params` of the trial's
@@ -109,7 +106,7 @@ class TrackingCallback(Callback):
             run_name=",".join(f"{k}={v}" for k, v in point.items()) or str(trial),
             tags={"tune_trial_id": trial.trial_id},
         )
-        tracking.log_params(config_params(trial_config(self.config, self.grid, point)))
+        tracking.log_params(config_params(trial_config(self.config, point)))
         self.runs[trial.trial_id] = tracking
 
     def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict, **info: Any) -> None:
