@@ -19,6 +19,9 @@ built by ``bash benchmarks/stage_gpu_carry.sh``. Steps:
 - ``bar``: issue 20's GPU bar, the main job as shipped at GPU size, GiGPO and GRPO, one process per run;
   ``--detach`` starts them in their own process session and returns, so they outlive the call (runs longer
   than one call), and ``collect --envs ...`` waits for them in later calls and writes the reports.
+- ``examples``: tuned examples as a user runs them on a GPU (``rllib-llm train tuned_examples/X.py --gpu``),
+  one process per (``--examples`` entry, ``--seeds`` seed), detached; later calls wait (``--wait-s``) and
+  archive their logs, progress.jsonl and summary.json (``gpu_examples.tar.gz``).
 - ``job2``: rollout throughput (benchmarks/rollout_throughput.py --device cuda), then GiGPO vs GRPO at GPU
   size with the best sweep variant on NumberLine and Sokoban, one process per (env, seed), and reports.
 
@@ -327,31 +330,31 @@ def collect(out: Path, dry: bool, envs: list[str], wait_s: float) -> None:
 
 
 def async_bar(out: Path, dry: bool, budget_s: float, seeds: list[int], iterations: int, wait_s: float,
-              pairs: bool = False, runners: int = 1) -> None:
+              pairs: bool = False, runners: int = 1, backend: str = "hf") -> None:
     """Issue 25's bar (benchmarks/async_gpu.py): sync and async runs of the main job at GPU size, one process
     per (mode, seed), all sharing the GPU, started detached on the first call; every call waits up to
     ``wait_s`` for them and, once they are done, writes ``async_h200.{json,md,png}`` and the logs into ``out``."""
-    folder = (Path("/tmp/gpu_dry") if dry else WORK) / f"async{'_pairs' if pairs else ''}_r{runners}"
+    folder = (Path("/tmp/gpu_dry") if dry else WORK) / f"async{'_pairs' if pairs else ''}_r{runners}_{backend}"
     model = "tiny-random-llama" if dry else "smollm2-135m-instruct"
     if not (folder / "runs.sh").is_file():
         prepare(model, dry)
         sizes = "--num-groups 2 --group-size 2 --eval-seeds 4" if dry else "--num-groups 8 --group-size 4 --eval-seeds 64"
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "note.txt").write_text(
-            f"tuned_examples/numberline_gigpo.py as shipped at GPU size ({sizes}), {runners} remote EnvRunner(s) "
+            f"tuned_examples/numberline_gigpo.py as shipped at GPU size ({sizes}), generation backend {backend}, {runners} remote EnvRunner(s) "
             f"(splitting the groups) + the Learner on one GPU, sync vs async (max_staleness 1, broadcast every update, decoupled objective), seeds {seeds}, "
             + ("one seed at a time, its sync and async runs side by side (2 processes on the GPU)" if pairs else
                f"{len(seeds) * 2} processes sharing the GPU at once")
             + f", at most {iterations} iterations or {budget_s:.0f} s of training each.")
         sh(f"python3 benchmarks/async_gpu.py all --out {folder} --seeds {' '.join(map(str, seeds))} --iterations "
-           f"{iterations} --model {model} {sizes} --time-budget-s {budget_s:.0f} --detach{' --pairs' if pairs else ''} --runners {runners}")
+           f"{iterations} --model {model} {sizes} --time-budget-s {budget_s:.0f} --detach{' --pairs' if pairs else ''} --runners {runners} --backend {backend}")
     deadline = time.monotonic() + wait_s
     while not (folder / "done").is_file() and time.monotonic() < deadline:
         time.sleep(5)
     for log in sorted(folder.glob("log_*.txt")):
         print(f"== {log.name}", *log.read_text(errors="replace").splitlines()[-2:], sep="\n", flush=True)
     if (folder / "done").is_file():
-        stem = "async_h200" if runners == 1 else f"async_h200_r{runners}"
+        stem = "async_h200" + (f"_r{runners}" if runners != 1 else "") + (f"_{backend}" if backend != "hf" else "")
         sh(f"python3 benchmarks/async_gpu.py report {folder} --results-dir {out} --stem {stem}", check=False)
         with tarfile.open(out / f"{stem}_logs.tar.gz", "w:gz") as tar:
             tar.add(folder, arcname=folder.name)
@@ -391,20 +394,71 @@ def multiagent(out: Path, dry: bool, budget_s: float, seeds: list[int], iteratio
                     f"--iterations {iterations} --time-budget-s {budget_s:.0f} --eval-seeds {eval_seeds} "
                     f"--no-tracking --trajectories-per-iter 1 > {work}/{name}.log 2>&1")
     run_together(cmds)
-    # One archive (the device tool returns few files): each run's log, progress.jsonl and summary.json.
-    with tarfile.open(out / "multiagent_runs.tar.gz", "w:gz") as tar:
+    archive_runs(out / "multiagent_runs.tar.gz", work, names)
+
+
+def archive_runs(archive: Path, work: Path, names: list[str]) -> None:
+    """One archive (the device tool returns few files): each ``rllib-llm train`` run's log, progress.jsonl
+    and summary.json; the lines of each log that say how it went are printed."""
+    with tarfile.open(archive, "w:gz") as tar:
         for name in names:
             for path in (work / f"{name}.log", work / name / "progress.jsonl", work / name / "summary.json"):
                 if path.is_file():
                     tar.add(path, arcname=f"{name}/{path.name}")
             log = (work / f"{name}.log").read_text(errors="replace") if (work / f"{name}.log").is_file() else ""
-            print(f"== {name}", *[line for line in log.splitlines() if "policy" in line or "Stopping" in line],
+            print(f"== {name}", *[line for line in log.splitlines()
+                                  if any(k in line for k in ("policy", "Stopping", "Error", "success"))][-8:],
                   sep="\n", flush=True)
+
+
+#: Issue 24: the single-agent tuned examples that do not learn in CPU time, run at GPU size (``--gpu``).
+#: (ALFWorld is not among them: TextWorld needs jericho, which has no wheel for the GPU machine's Python 3.12.)
+GPU_EXAMPLES = ["blackjack_gigpo", "points24_gigpo", "search_gigpo", "webshop_gigpo"]
+
+
+def examples(out: Path, dry: bool, budget_s: float, seeds: list[int], iterations: int, names: list[str],
+             wait_s: float) -> None:
+    """Tuned examples exactly as a user runs them on a GPU (``rllib-llm train tuned_examples/X.py --gpu --seed
+    S``), one process per (example, seed), all sharing the GPU, started detached on the first call (so later
+    calls can stage other files meanwhile); each call waits up to ``wait_s`` for them and, once all ended,
+    archives their logs, progress.jsonl and summary.json into ``out/gpu_examples.tar.gz``."""
+    work = (Path("/tmp/gpu_dry") if dry else WORK) / "examples"
+    runs = [f"{name}_s{seed}" for name in names for seed in seeds]
+    if not (work / "runs.sh").is_file():
+        prepare("tiny-random-llama" if dry else "smollm2-135m-instruct", dry)
+        work.mkdir(parents=True, exist_ok=True)
+        shrink = ' --iterations 1 --eval-seeds 2' if dry else f" --iterations {iterations} --eval-seeds 32"
+        lines = []
+        for name, seed in itertools.product(names, seeds):
+            example = RUN_ROOT / "tuned_examples" / f"{name}.py"
+            if dry:  # the example on the tiny model
+                wrapper = work / f"{name}_dry.py"
+                wrapper.write_text(f"from rllib_llm.run.cli import load_tuned_example\nconfig, stop = "
+                                   f"load_tuned_example({str(example)!r})\nconfig = config.llm(model="
+                                   f"{{**config.llm_model, 'name_or_path': 'tiny-random-llama'}})"
+                                   f".generation(max_new_tokens=4)\n")
+                example = wrapper
+            lines.append(f"( timeout {budget_s + 420:.0f} python3 -m rllib_llm.run.cli train {example}{'' if dry else ' --gpu'} "
+                         f"--seed {seed} --output {work}/{name}_s{seed} --time-budget-s {budget_s:.0f}{shrink} "
+                         f"--no-tracking --trajectories-per-iter 1 > {work}/{name}_s{seed}.log 2>&1 ) &\n")
+        (work / "runs.sh").write_text("".join(lines) + f"wait\ntouch {work}/done\n")
+        subprocess.Popen(["bash", str(work / "runs.sh")], cwd=RUN_ROOT, start_new_session=True,
+                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + wait_s
+    while not (work / "done").is_file() and time.monotonic() < deadline:
+        time.sleep(5)
+    for name in runs:
+        log = work / f"{name}.log"
+        tail = log.read_text(errors="replace").splitlines()[-1:] if log.is_file() else ["(no log yet)"]
+        print(f"-- {name}:", *tail, flush=True)
+    if (work / "done").is_file():
+        archive_runs(out / "gpu_examples.tar.gz", work, runs)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("step", choices=("setup", "stage", "job1", "job2", "sweep", "bar", "collect", "multiagent", "async"))
+    parser.add_argument("step", choices=("setup", "stage", "job1", "job2", "sweep", "bar", "collect", "multiagent", "async",
+                                         "examples"))
     parser.add_argument("--variants", nargs="+", default=["base"], help="sweep: gpu_sweep.py variants")
     parser.add_argument("--procs", type=int, default=12, help="sweep: processes sharing the GPU")
     parser.add_argument("--seeds", type=int, nargs="+", default=None,
@@ -420,6 +474,8 @@ def main() -> int:
     parser.add_argument("--detach", action="store_true", help="bar: start the runs and return (see collect)")
     parser.add_argument("--pairs", action="store_true", help="async: one seed's sync + async runs at a time")
     parser.add_argument("--runners", type=int, default=1, help="async: remote EnvRunners per run")
+    parser.add_argument("--backend", choices=("hf", "vllm"), default="hf",
+                        help="async: the generation backend (vllm: after `source .gpu/install.sh`)")
     parser.add_argument("--wait-s", type=float, default=540.0, help="collect: the longest wait in this call")
     parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "/tmp/gpu_out")))
     parser.add_argument("--dry-run", action="store_true")
@@ -427,12 +483,13 @@ def main() -> int:
     parser.add_argument("--variant", help="job2: this sweep variant (default: the best of /root/work/sweep)")
     parser.add_argument("--budget-s", type=float, default=None, help="each training process's loop")
     parser.add_argument("--example", default=MULTI_AGENT_EXAMPLE, help="multiagent: the tuned example")
+    parser.add_argument("--examples", nargs="+", default=GPU_EXAMPLES, help="examples: tuned example names")
     parser.add_argument("--env-variants", default=None,
                         help='multiagent: JSON {"name": {env_config overrides}, ...} (default: the example as is)')
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     if args.budget_s is None:
-        args.budget_s = {"job1": 360.0, "job2": 270.0, "sweep": 360.0, "bar": 330.0, "multiagent": 300.0, "async": 420.0}.get(args.step, 60.0)
+        args.budget_s = {"job1": 360.0, "job2": 270.0, "sweep": 360.0, "bar": 330.0, "multiagent": 300.0, "async": 420.0, "examples": 360.0}.get(args.step, 60.0)
     env_setup(args.dry_run)
     {"setup": lambda: setup(args.out, args.dry_run, args.skip_dry),
      "stage": stage_parts,
@@ -446,7 +503,9 @@ def main() -> int:
                               args.detach),
      "collect": lambda: collect(args.out, args.dry_run, args.envs, args.wait_s),
      "async": lambda: async_bar(args.out, args.dry_run, args.budget_s, args.seeds or [0, 1, 2], args.iterations,
-                                args.wait_s, args.pairs, args.runners),
+                                args.wait_s, args.pairs, args.runners, args.backend),
+     "examples": lambda: examples(args.out, args.dry_run, args.budget_s, args.seeds or [0, 1], args.iterations,
+                                  args.examples, args.wait_s),
      "multiagent": lambda: multiagent(args.out, args.dry_run, args.budget_s, args.seeds or [0, 1], args.iterations,
                                       args.example, json.loads(args.env_variants) if args.env_variants else None),
      }[args.step]()

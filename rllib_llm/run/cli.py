@@ -65,6 +65,10 @@ SUMMARY_FILE = "summary.json"
 #: ``--checkpoint-every``'s default: a killed run loses at most this many iterations (a main-job save, 0.3 s,
 #: costs 0.3% of that time: benchmarks/results/checkpoint_cost.md).
 DEFAULT_CHECKPOINT_EVERY = 8
+#: ``--gpu``: episode groups per iteration (x the example's group size) and rows per forward/backward pass of
+#: the GPU-sized run (the README's and the tuned examples' GPU numbers were measured at this size).
+GPU_NUM_GROUPS = 8
+GPU_MICRO_BATCH_SIZE = 8
 
 
 class UserError(Exception):
@@ -278,6 +282,22 @@ def _tracking_for(
     return tracking
 
 
+def at_gpu_size(config: Any) -> Any:
+    """The tuned example at GPU size (``rllib-llm train EXAMPLE --gpu``): the Learner and the EnvRunner on one
+    GPU (the EnvRunner samples in the driver unless the example has remote ones, which then share the GPU),
+    at least :data:`GPU_NUM_GROUPS` episode groups per iteration, micro-batches of at least
+    :data:`GPU_MICRO_BATCH_SIZE` rows (the CPU examples keep them small for memory). Everything else is the
+    example's."""
+    runners = max(config.num_env_runners, 1)
+    config.learners(num_gpus_per_learner=1 if config.num_env_runners == 0 else 0.5)
+    config.env_runners(num_gpus_per_env_runner=1 if config.num_env_runners == 0 else 0.5 / runners)
+    if getattr(config, "num_groups", None) is not None and config.num_groups < GPU_NUM_GROUPS:
+        config.group_rollouts(num_groups=GPU_NUM_GROUPS)
+    if config.micro_batch_size is not None and config.micro_batch_size < GPU_MICRO_BATCH_SIZE:
+        config.training(micro_batch_size=GPU_MICRO_BATCH_SIZE)
+    return config
+
+
 def train_config(config: Any, stop: dict, args: argparse.Namespace, *, name: str, source: str) -> dict[str, Any]:
     """The training run behind ``rllib-llm train`` and ``python tuned_examples/x.py``."""
     quiet_third_party_notices()
@@ -292,6 +312,8 @@ def train_config(config: Any, stop: dict, args: argparse.Namespace, *, name: str
         config.evaluation(evaluation_num_seeds=args.eval_seeds)
     if getattr(args, "seed", None) is not None:
         config.debugging(seed=args.seed)
+    if getattr(args, "gpu", False):
+        at_gpu_size(config)
     validate_config(config, source)
     output = Path(args.output or Path("runs") / name)
     prepare_run_folder(output, resume=args.resume, overwrite=getattr(args, "overwrite", False))
@@ -605,6 +627,9 @@ def add_train_options(p: argparse.ArgumentParser) -> None:
                    help="the run's seed (overrides the example's .debugging(seed=...)): start states, sampling, "
                         "weight init of new parameters; held-out evaluation seeds stay the same")
     p.add_argument("--eval-seeds", type=_at_least(1), default=None, help="held-out seeds evaluated before and after")
+    p.add_argument("--gpu", action="store_true",
+                   help=f"the GPU-sized run: Learner and EnvRunner on the GPU, at least {GPU_NUM_GROUPS} episode groups "
+                        f"per iteration, micro-batches of at least {GPU_MICRO_BATCH_SIZE} rows")
     p.add_argument("--no-eval", action="store_true", help="skip the before/after evaluation")
     p.add_argument("--checkpoint-every", type=_at_least(0), default=DEFAULT_CHECKPOINT_EVERY,
                    help=f"checkpoint every N iterations, so that a killed run can --resume (default "

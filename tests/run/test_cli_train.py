@@ -151,3 +151,28 @@ def test_init_ray_joins_a_cluster_started_with_ray_start(monkeypatch):
     monkeypatch.setattr(ray, "init", lambda **kw: (_ for _ in ()).throw(ValueError("some other problem")))
     with pytest.raises(ValueError, match="some other problem"):
         cli.init_ray()
+
+
+def test_gpu_size_puts_learner_and_env_runner_on_the_gpu_and_raises_small_sizes_only():
+    from rllib_llm.run.cli import GPU_MICRO_BATCH_SIZE, GPU_NUM_GROUPS, at_gpu_size
+
+    small = at_gpu_size(tiny_config().group_rollouts(num_groups=2).training(micro_batch_size=4))
+    assert (small.num_gpus_per_learner, small.num_gpus_per_env_runner) == (1, 1)
+    assert (small.num_groups, small.micro_batch_size) == (GPU_NUM_GROUPS, GPU_MICRO_BATCH_SIZE)
+    big = at_gpu_size(tiny_config().group_rollouts(num_groups=12).training(micro_batch_size=None))
+    assert (big.num_groups, big.micro_batch_size) == (12, None)
+    remote = at_gpu_size(tiny_config().env_runners(num_env_runners=2))
+    assert (remote.num_gpus_per_learner, remote.num_gpus_per_env_runner) == (0.5, 0.25)
+
+
+def test_cli_gpu_option_reaches_the_config(tmp_path, monkeypatch):
+    import rllib_llm.run.cli as cli
+
+    seen = {}
+    monkeypatch.setattr(cli, "at_gpu_size", lambda config: seen.setdefault("config", config))
+    example = tmp_path / "ex.py"
+    example.write_text("from tests.conftest import tiny_config\nconfig = tiny_config()\n")
+    monkeypatch.setattr(cli, "validate_config", lambda config, source: (_ for _ in ()).throw(SystemExit(7)))
+    with pytest.raises(SystemExit):
+        main(["train", str(example), "--gpu", "--output", str(tmp_path / "run"), "--no-tracking"])
+    assert "config" in seen
