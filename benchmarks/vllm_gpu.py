@@ -9,15 +9,18 @@ gpu_jobs.py). Steps:
     python benchmarks/vllm_gpu.py train --budget-s 360 [--detach]     # the training runs, one process each
     python benchmarks/vllm_gpu.py report --out $OUT                    # vllm_h200.{json,md} from both
 
-The device calls that ran it on 2026-12-05 (64 MiB a call, the checkout ~10 MB of it, so ``.gpu/c1`` is split
-in two first: ``head -c 29000000 .gpu/c1/vllm_slim.tar.xz.part-aa > .gpu/c1a/vllm_slim.tar.xz.part-aa1`` and
-the rest with ``tail -c +29000001`` into ``.gpu/c1b/...part-aa2``; install.sh joins ``part-*`` in name order):
-(1) carry ``.whl .carry/ray.tar.xz .carry/gguf.xz.00``: ``gpu_jobs.py setup --skip-dry``; (2) ``.gpu/c1a`` and
-(3) ``.gpu/c1b``: copy into /root/stage; (4) ``.carry/gguf.xz.01 .carry/gguf.xz.02``: ``gpu_jobs.py stage``;
-(5) ``.gpu/c2``: copy into /root/stage; (6) ``.gpu/whl .gpu/install.sh .carry/gguf.xz.03``: ``gpu_jobs.py bar
---detach ...`` (prepares the GGUF), ``source .gpu/install.sh``, then this script's steps. Export
-``VLLM_USE_FLASHINFER_SAMPLER=0`` (install.sh does) in every later call too, and start one engine per card at a
-time (notes/vllm.md: engines starting together fail to size their KV cache).
+The device calls (64 MiB a call, the checkout 13 MiB of it on 2026-12-06). vLLM's two stage.sh parts are
+re-split into two halves that fit beside the checkout: ``cat .gpu/c1/*part-aa .gpu/c2/*part-ab``, the first half
+to ``.gpu/v1/vllm_slim.tar.xz.part-a1``, the rest to ``.gpu/v2/vllm_slim.tar.xz.part-a2`` with the sha256 file
+(install.sh joins ``/root/stage/vllm_slim.tar.xz.part-*`` in name order). (1) carry ``.whl .carry/ray.tar.xz
+.gpu/whl``: ``gpu_jobs.py setup --skip-dry`` and copy ``.gpu/whl`` to /root/stage/whl; (2) ``.carry/gguf.xz.00
+.carry/gguf.xz.01``: ``gpu_jobs.py stage``; (3) ``.carry/gguf.xz.02 .carry/gguf.xz.03`` (+ ``.carry/head.tar.gz``
+for detached runs): a job that prepares the GGUF; (4) ``.gpu/v1``: copy into /root/stage; (5) ``.gpu/v2
+.gpu/install.sh``: copy into /root/stage, restore ``.gpu/whl`` from /root/stage/whl, ``source .gpu/install.sh``
+(never through a pipe: the exports would be lost), then this script's steps. ``source .gpu/install.sh`` again
+in every later call (it only exports once vLLM is installed). Engines on one card: give each a fixed
+``kv_cache_memory_bytes`` (benchmarks/async_gpu.py) or start them one at a time (notes/vllm.md: engines starting
+together fail to size their KV cache from a share of the card).
 
 ``measure``:
 - ``sync135``: the embedded SmolLM2-135M-Instruct (bf16 on cuda:0) in a ``VLLMBackend``; full-weight

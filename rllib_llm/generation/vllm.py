@@ -33,8 +33,10 @@ A weight sync wakes the weights first; the next ``generate`` wakes the rest.
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import json
 import logging
+import os
 import tempfile
 import urllib.request
 from collections.abc import Iterable, Mapping
@@ -64,6 +66,20 @@ def import_vllm() -> Any:
     except ImportError as e:
         raise ImportError(f"The 'vllm' generation backend needs vLLM, which is not installed: {INSTALL_HINT}") from e
     return vllm
+
+
+def avoid_missing_flashinfer() -> bool:
+    """Picks vLLM's own top-k/top-p sampler when FlashInfer is not installed (True when it did so).
+
+    vLLM 0.24 imports ``flashinfer`` while it builds its sampler unless ``VLLM_USE_FLASHINFER_SAMPLER=0``, so an
+    engine on a vLLM without it (a slim or source build) dies at start with ``Engine core initialization
+    failed`` and the real error only in the engine process's log: measured on 2026-12-06 in every variant of
+    benchmarks/vllm_actor_check.py. The engine process inherits the variable; a value the user set is kept."""
+    if "VLLM_USE_FLASHINFER_SAMPLER" in os.environ or importlib.util.find_spec("flashinfer") is not None:
+        return False
+    os.environ["VLLM_USE_FLASHINFER_SAMPLER"] = "0"
+    logger.info("FlashInfer is not installed: vLLM samples with its own top-k/top-p sampler.")
+    return True
 
 
 # --- requests ------------------------------------------------------------------------------------------
@@ -238,6 +254,7 @@ class VLLMBackend(GenerationBackend):
         if self.sleep_between_rollouts:
             kwargs["enable_sleep_mode"] = True
         kwargs.update(engine_kwargs or {})
+        avoid_missing_flashinfer()
         self.llm = vllm.LLM(**kwargs)
         self.served_model = None
 

@@ -4,6 +4,7 @@ wired to a fake ``vllm`` module (engine construction, generation, weight and LoR
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -287,3 +288,26 @@ def test_level_2_sleep_reloads_dropped_weights_unless_a_sync_brings_them(fake_vl
     lora = apply_lora(build_tiny_model(tokenizer), {"r": 4, "lora_alpha": 8})
     with pytest.raises(ValueError, match="sleep_level=2 drops"):
         make_backend("vllm", model=lora, tokenizer=tokenizer, sleep_between_rollouts=True, sleep_level=2)
+
+
+def test_an_engine_without_flashinfer_samples_with_vllms_own_sampler(fake_vllm, tokenizer, monkeypatch):
+    """vLLM 0.24 dies at engine start on a build without FlashInfer unless VLLM_USE_FLASHINFER_SAMPLER=0
+    (benchmarks/vllm_actor_check.py); the backend sets it before the engine starts, and keeps a user's value."""
+    import importlib.util
+
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "flashinfer" else real_find_spec(name, *a))
+    monkeypatch.delenv("VLLM_USE_FLASHINFER_SAMPLER", raising=False)
+    seen = {}
+    engine = fake_vllm.LLM
+
+    def starting_engine(**kwargs):
+        seen["flag"] = os.environ.get("VLLM_USE_FLASHINFER_SAMPLER")
+        return engine(**kwargs)
+
+    monkeypatch.setattr(fake_vllm, "LLM", starting_engine)
+    make_backend("vllm", model=build_tiny_model(tokenizer), tokenizer=tokenizer)
+    assert seen["flag"] == "0"
+    monkeypatch.setenv("VLLM_USE_FLASHINFER_SAMPLER", "1")
+    assert vllm_backend.avoid_missing_flashinfer() is False and os.environ["VLLM_USE_FLASHINFER_SAMPLER"] == "1"
