@@ -17,6 +17,12 @@ runs/ls_points24), seed 0 on 2 CPU cores: greedy success on 64 held-out deals 0.
 rate 0.14); the run was stopped at iteration 33 of 40 (session time) with training success 0.00-0.04 and a
 valid-action rate of 0.00-0.04 per iteration: the 135M model does not learn 24 Points at CPU size (EZPoints,
 two cards and + *, it does). ~50 s an iteration.
+
+On a GPU (``rllib-llm train tuned_examples/points24_gigpo.py --gpu``: 8 groups x 4; one H100 shared by 8 runs,
+benchmarks/results/gpu_examples.md), seed 0, 270 s of training (42 iterations, ~6.4 s each): greedy success on
+32 held-out deals 0.000 -> 0.031 (one deal), training success 0.00 -> 0.01 and valid-action rate 0.03-0.04 over
+the run: no learning signal to speak of. Seed 1's run ran out of GPU memory in its first iteration (8 runs on
+one card), so this is one seed.
 """
 
 from pathlib import Path
