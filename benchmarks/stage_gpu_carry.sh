@@ -5,6 +5,9 @@
 #   .carry/ray.tar.xz    Ray's cp312 wheel unpacked, without jars/ and the dashboard's web build, stripped
 #   .carry/gguf.xz.0N    the embedded model's GGUF, xz-compressed and split in 23 MB parts: 00 travels with
 #                        `setup` (beside Ray), 01 + 02 with `stage`, 03 with the job (64 MiB a call)
+#   .carry/wheels_a/     TextWorld's wheel (ALFWorld's local games), carried beside two GGUF parts
+#   .carry/wheels_b/     jericho built here for cp312 (PyPI has only its sdist) and TextWorld's other
+#                        pure dependencies; `stage` and the jobs install whatever wheels_*/ a call carried
 # Usage: bash benchmarks/stage_gpu_carry.sh   (needs pip's access to PyPI; ~2 min)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,6 +32,17 @@ if [ ! -f .carry/ray.tar.xz ]; then
   find "$tmp/unpacked" -name "*.so" -exec strip --strip-unneeded {} + 2>/dev/null || true
   find "$tmp/unpacked/ray" -type f \( -name "gcs_server" -o -name "raylet" \) -exec strip {} + 2>/dev/null || true
   tar -C "$tmp/unpacked" -cJf .carry/ray.tar.xz .
+  rm -rf "$tmp"
+fi
+mkdir -p .carry/wheels_a .carry/wheels_b
+ls .carry/wheels_a | grep -q "^textworld-" || download .carry/wheels_a "textworld==$(version textworld)"
+for name in mementos tatsu termcolor hashids more-itertools prompt-toolkit wcwidth; do
+  ls .carry/wheels_b | grep -qi "^$(echo "$name" | tr - _)-" || download .carry/wheels_b "$name==$(version "$name")"
+done
+if ! ls .carry/wheels_b | grep -q "^jericho-"; then  # an sdist with a C library: build it with a Python 3.12
+  tmp=$(mktemp -d)
+  python3 -m pip download -q --no-deps --no-binary=:all: -d "$tmp" "jericho==$(version jericho)"
+  PYENV_VERSION="${PY312:-3.12}" python3.12 -m pip wheel -q --no-deps -w .carry/wheels_b "$tmp"/jericho-*.tar.gz
   rm -rf "$tmp"
 fi
 if [ ! -f .carry/gguf.xz.00 ]; then
