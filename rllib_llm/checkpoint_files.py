@@ -34,7 +34,7 @@ def write_checkpoint(algo: Any, directory: str | Path, extra: dict[str, Any] | N
     with open(directory / RNG_FILE, "wb") as f:
         pickle.dump(capture_rng(), f)
     for path in directory.rglob("*"):
-        _fsync(path)
+        fsync_path(path)
     marker = {
         "format": MARKER_FORMAT,
         "training_iteration": int(algo.iteration),
@@ -44,11 +44,11 @@ def write_checkpoint(algo: Any, directory: str | Path, extra: dict[str, Any] | N
         "extra": dict(extra or {}),
     }
     write_json_atomic(directory / MARKER_FILE, marker)  # the checkpoint is complete from here on
-    _fsync(directory)
+    fsync_path(directory)
     return marker
 
 
-def _fsync(path: Path) -> None:
+def fsync_path(path: Path) -> None:
     """Flushes a file or directory to disk (a rename is only durable once its directory is synced)."""
     try:
         fd = os.open(path, os.O_RDONLY)
@@ -71,7 +71,8 @@ def _files(root: Path) -> dict[str, int]:
     }
 
 
-def _sha256(path: Path) -> str:
+def sha256_file(path: Path) -> str:
+    """The file's SHA-256, read in 1 MiB blocks (checkpoint files can be large)."""
     digest = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
@@ -82,7 +83,7 @@ def _sha256(path: Path) -> str:
 def _hashes(root: Path) -> dict[str, str]:
     """``relative path -> sha256`` of every file under ``root`` except the marker: a flipped byte in a file
     of the right size (bit rot, a bad copy) is caught before its weights are loaded."""
-    return {rel: _sha256(root / rel) for rel in _files(root)}
+    return {rel: sha256_file(root / rel) for rel in _files(root)}
 
 
 def write_json_atomic(path: Path, payload: Any) -> None:

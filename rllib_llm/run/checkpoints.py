@@ -30,9 +30,9 @@ from rllib_llm.checkpoint_files import (
     MARKER_FILE,
     RNG_FILE,
     TMP_SUFFIX,
-    _fsync,
-    _sha256,
+    fsync_path,
     restore_rng,
+    sha256_file,
     write_checkpoint,
 )
 
@@ -75,7 +75,7 @@ def save_checkpoint(algo: Any, run_dir: str | Path, extra: dict[str, Any] | None
         shutil.rmtree(old, ignore_errors=True)
         os.rename(final, old)
     os.rename(tmp, final)
-    _fsync(run_dir)
+    fsync_path(run_dir)
     shutil.rmtree(old, ignore_errors=True)
     return final
 
@@ -125,7 +125,7 @@ def check_checkpoint(path: str | Path) -> dict[str, Any] | None:
                     f"{root}: file {rel} is {file.stat().st_size} bytes, {size} when saved (truncated?)"
                 )
         for rel, digest in dict(marker.get("sha256") or {}).items():  # markers before format 2 have none
-            if _sha256(root / rel) != digest:
+            if sha256_file(root / rel) != digest:
                 raise CheckpointError(f"{root}: file {rel} is corrupt: its content changed since it was saved")
     for file in sorted(root.rglob("*")):
         if file.is_file() and file.suffix in (".json", ".pkl"):
@@ -202,7 +202,7 @@ def last_checkpoint(run_dir: str | Path, repair: bool = True) -> ResumePoint | N
         if best.path != final:
             shutil.rmtree(final, ignore_errors=True)
             os.rename(best.path, final)
-            _fsync(run_dir)
+            fsync_path(run_dir)
             best = ResumePoint(final, best.iteration, best.extra)
         for path in candidates[1:]:
             shutil.rmtree(path, ignore_errors=True)
