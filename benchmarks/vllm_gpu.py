@@ -101,18 +101,14 @@ def numberline_prompts(tokenizer: Any, n: int) -> list[list[int]]:
 
 
 def learner_logprobs(model: Any, prompts: list[list[int]], responses: list[list[int]], temperature: float) -> list:
-    """Per-token log-probs of each response under ``model`` (the Learner's side: ``token_logprobs``)."""
+    """Per-token log-probs of each response under ``model`` (the Learner's side: ``response_logprobs``)."""
     import torch
 
-    from rllib_llm.token_forward import token_logprobs
+    from rllib_llm.token_forward import one_response_logprobs
 
-    out = []
     with torch.no_grad():
-        for prompt, response in zip(prompts, responses, strict=True):
-            ids = torch.tensor([prompt + response], device="cuda")
-            logits = model(input_ids=ids).logits[:, len(prompt) - 1 : -1]
-            out.append(token_logprobs(logits, ids[:, len(prompt):], temperature)[0].tolist())
-    return out
+        return [one_response_logprobs(model, prompt, response, temperature).tolist()
+                for prompt, response in zip(prompts, responses, strict=True)]
 
 
 def agreement(sampler: list[list[float]], learner: list[list[float]]) -> dict[str, float]:

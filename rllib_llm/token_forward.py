@@ -4,7 +4,7 @@ sampler log-probs.
 Left padding (:func:`left_pad`), positions from the attention mask (:func:`position_ids_from_mask`), the
 forward that runs the prompt prefix every row shares once (:func:`prefill_shared_prefix`), log-probs under
 softmax(logits / T) (:func:`token_logprobs`) and the Learner's per-token log-probs of the responses
-(:func:`response_logprobs`). The ``hf`` backend, the vision backend and the RLModule all use these, so a
+(:func:`response_logprobs`, one row: :func:`one_response_logprobs`). The ``hf`` backend, the vision backend and the RLModule all use these, so a
 change of layout cannot make one side drift from the other (tests/test_rl_module.py and
 tests/test_vision.py check the equality).
 """
@@ -119,6 +119,17 @@ def response_logprobs(
     logp = logp_all.gather(-1, targets[..., None]).squeeze(-1)
     entropy = -(logp_all.exp() * logp_all).sum(-1) if with_entropy else None
     return logp, entropy
+
+
+def one_response_logprobs(
+    model: torch.nn.Module, prompt: list[int], response: list[int], temperature: float = 1.0
+) -> torch.Tensor:
+    """Log-probs [R] of one ``response`` after ``prompt`` through :func:`response_logprobs` (the Learner's
+    path), on the model's device: what a check of sampler log-probs against the Learner's compares with."""
+    device = next(model.parameters()).device
+    ids = torch.tensor([prompt + response], device=device)
+    logp, _ = response_logprobs(model, ids, torch.ones_like(ids), len(response), temperature)
+    return logp[0]
 
 
 def _forward_with_shared_prefix(

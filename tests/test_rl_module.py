@@ -8,7 +8,7 @@ from rllib_llm.algorithms.learner_connectors import pad_token_batch
 from rllib_llm.columns import ACTION_LOGP, PROMPT, RESPONSE
 from rllib_llm.generation import SamplingParams, make_backend
 from rllib_llm.rl_module import LLMRLModule
-from rllib_llm.token_forward import response_logprobs
+from rllib_llm.token_forward import one_response_logprobs, response_logprobs
 
 
 def build(**model_config):
@@ -23,6 +23,14 @@ def test_response_logprobs_match_a_manual_forward_without_padding():
     logits = module.model(input_ids=ids).logits[0]
     manual = torch.log_softmax(logits, -1)[torch.arange(3, 6), torch.tensor(response)]
     torch.testing.assert_close(logp[0], manual, rtol=1e-5, atol=1e-5)
+
+
+def test_one_response_logprobs_is_the_learner_row_at_a_temperature():
+    module = build()
+    prompt, response = [5, 6, 7, 8], [9, 10, 11]
+    logits = module.model(input_ids=torch.tensor([prompt + response])).logits[0] / 0.7
+    manual = torch.log_softmax(logits, -1)[torch.arange(3, 6), torch.tensor(response)]
+    torch.testing.assert_close(one_response_logprobs(module.model, prompt, response, 0.7), manual, rtol=1e-5, atol=1e-5)
 
 
 def test_learner_logprobs_match_generation_logprobs_for_unchanged_policy():

@@ -30,16 +30,12 @@ def embedded():
 
 
 def fp32_logprobs(model, prompts, outputs):
-    from rllib_llm.token_forward import token_logprobs
+    from rllib_llm.token_forward import one_response_logprobs
 
     model32 = copy.deepcopy(model).float()
-    rows = []
     with torch.no_grad():
-        for prompt, out in zip(prompts, outputs, strict=True):
-            ids = torch.tensor([prompt + list(out.token_ids)], device="cuda")
-            logits = model32(input_ids=ids).logits[:, len(prompt) - 1 : -1]
-            rows.append(token_logprobs(logits, ids[:, len(prompt):], 1.0)[0])
-    return torch.cat(rows)
+        return torch.cat([one_response_logprobs(model32, prompt, list(out.token_ids))
+                          for prompt, out in zip(prompts, outputs, strict=True)])
 
 
 def max_gap(model, prompts, outputs) -> float:
