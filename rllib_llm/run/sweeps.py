@@ -128,18 +128,11 @@ class TrackingCallback(Callback):
 
 
 def tracking_callbacks(config: Any, grid: dict[str, list], tracking_uri: str | None, experiment: str) -> list:
-    """``[TrackingCallback]``; [] when mlflow is not installed and tracking was
-    not asked for explicitly (as ``rllib-llm train``)."""
-    from rllib_llm.run.tracking import TrackingError
+    """``[TrackingCallback]``; [] when mlflow is missing and tracking was not asked for explicitly
+    (:func:`~rllib_llm.run.tracking.mlflow_usable`, the rule of ``rllib-llm train``)."""
+    from rllib_llm.run.tracking import mlflow_usable
 
-    try:
-        import mlflow  # noqa: F401
-    except ImportError as e:
-        if tracking_uri is not None:
-            raise TrackingError("MLflow tracking needs mlflow: pip install 'rllib-llm[tracking]'") from e
-        logger.warning("MLflow tracking of the sweep is off: mlflow is not installed")
-        return []
-    return [TrackingCallback(config, grid, tracking_uri, experiment)]
+    return [TrackingCallback(config, grid, tracking_uri, experiment)] if mlflow_usable(tracking_uri) else []
 
 
 def run_sweep(

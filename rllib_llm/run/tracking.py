@@ -126,7 +126,7 @@ class MLflowTracker:
         try:
             from mlflow.tracking import MlflowClient
         except ImportError as e:
-            raise TrackingError("MLflow tracking needs mlflow: pip install 'rllib-llm[tracking]'") from e
+            raise TrackingError(MLFLOW_MISSING) from e
         self.tracking_uri, artifact_root = resolve_tracking_uri(tracking_uri)
         self.client = MlflowClient(tracking_uri=self.tracking_uri)
         run_dir = tags.get(RUN_DIR_TAG)
@@ -270,6 +270,22 @@ class Tracking:
         return lines
 
 
+MLFLOW_MISSING = "MLflow tracking needs mlflow: pip install 'rllib-llm[tracking]'"
+
+
+def mlflow_usable(tracking_uri: str | None) -> bool:
+    """Whether mlflow can be imported; the one rule for a missing package (runs and sweeps alike): asked for
+    explicitly (``tracking_uri`` or ``$MLFLOW_TRACKING_URI``) it is a :class:`TrackingError`, else one warning."""
+    try:
+        import mlflow  # noqa: F401
+    except ImportError as e:
+        if tracking_uri is not None or "MLFLOW_TRACKING_URI" in os.environ:
+            raise TrackingError(MLFLOW_MISSING) from e
+        logger.warning("MLflow tracking is off (%s); --no-tracking silences this.", MLFLOW_MISSING)
+        return False
+    return True
+
+
 def start_tracking(
     *,
     mlflow: bool = True,
@@ -289,14 +305,8 @@ def start_tracking(
     instead of starting one (see :class:`MLflowTracker`)."""
     tags = dict(tags or {})
     trackers: list[Any] = []
-    if mlflow:
-        explicit = tracking_uri is not None or "MLFLOW_TRACKING_URI" in os.environ
-        try:
-            trackers.append(MLflowTracker(tracking_uri, experiment, run_name, tags, mlflow_run_id, resume))
-        except TrackingError as e:
-            if explicit or not isinstance(e.__cause__, ImportError):
-                raise
-            logger.warning("MLflow tracking is off (%s); --no-tracking silences this.", e)
+    if mlflow and mlflow_usable(tracking_uri):
+        trackers.append(MLflowTracker(tracking_uri, experiment, run_name, tags, mlflow_run_id, resume))
     if wandb_project:
         trackers.append(WandbTracker(wandb_project, wandb_entity, run_name, directory, tags))
     return Tracking(trackers)

@@ -127,6 +127,18 @@ def test_missing_mlflow_warns_by_default_and_fails_when_asked_for(monkeypatch, c
         start_tracking(tracking_uri=str(tmp_path))
 
 
+def test_sweeps_follow_the_same_missing_mlflow_rule_including_the_environment_variable(monkeypatch, caplog, tmp_path):
+    from rllib_llm.run.sweeps import tracking_callbacks
+
+    monkeypatch.setitem(sys.modules, "mlflow", None)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    assert tracking_callbacks(None, {}, None, "sweep") == []
+    assert "MLflow tracking is off" in caplog.text
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", str(tmp_path))  # asked for through the environment: an error
+    with pytest.raises(TrackingError, match=r"rllib-llm\[tracking\]"):
+        tracking_callbacks(None, {}, None, "sweep")
+
+
 def test_cli_reports_an_unreachable_tracking_server_in_one_line_before_training(capsys, tmp_path, monkeypatch):
     from rllib_llm.run.cli import main
 
