@@ -72,6 +72,32 @@ def test_generated_games_are_cached(cache_dir: str) -> None:
     assert json.loads(path.with_suffix(".json").read_text())["objective"]
 
 
+def test_a_game_is_published_complete_json_last(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Runs share the cache: a game being made must not be visible at its final path (a reader that finds
+    the .json opens the .z8), so it is made elsewhere and renamed into place, the .json last."""
+    import textworld
+
+    seen: list[tuple[str, bool]] = []
+    real_replace = os.replace
+
+    def make(options: object) -> None:
+        made = Path(options.path)  # type: ignore[attr-defined]
+        assert made.parent != tmp_path
+        for suffix in (".z8", ".json", ".ni"):
+            made.with_suffix(suffix).write_text(suffix)
+
+    def replace(src: str | Path, dst: str | Path) -> None:
+        seen.append((Path(dst).suffix, Path(dst).with_suffix(".json").exists()))
+        real_replace(src, dst)
+
+    monkeypatch.setattr(textworld, "make", make)
+    monkeypatch.setattr(os, "replace", replace)
+    path = generate_game(7, cache_dir=tmp_path, **GAME)
+    assert [suffix for suffix, _ in seen][-1] == ".json" and not any(json_there for _, json_there in seen)
+    assert path.read_text() == ".z8" and sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        path.with_suffix(s).name for s in (".json", ".ni", ".z8"))  # no work folder left behind
+
+
 def test_clean_feedback() -> None:
     raw = "\n\n  ________  __\n | $$  \\$$ >$$\n\nYou pick up the key.\n\n\n\n>   -= Attic =-0/2"
     assert clean_feedback(raw) == "You pick up the key."

@@ -9,6 +9,8 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import shutil
+import tempfile
 import warnings
 from pathlib import Path
 from typing import Any
@@ -88,7 +90,8 @@ def generate_game(
     """Generates (once; then reuses) a TextWorld game for ``seed`` with TextWorld's own generator.
 
     Same arguments, same game: TextWorld seeds every random choice from ``options.seeds``; the file name
-    carries the arguments, so a cache hit is the same game.
+    carries the arguments, so a cache hit is the same game. The game is made in a private folder and
+    published by renames, its ``.json`` last, so runs sharing the cache never open a half-written game.
     """
     textworld = import_textworld()
     cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
@@ -101,7 +104,13 @@ def generate_game(
     options = textworld.GameOptions()
     options.seeds = seed
     options.nb_rooms, options.nb_objects, options.quest_length = nb_rooms, nb_objects, quest_length
-    options.path = str(path)
     options.force_recompile = True
-    textworld.make(options)
+    workdir = Path(tempfile.mkdtemp(prefix=f".{key}_", dir=cache))
+    try:
+        options.path = str(workdir / path.name)
+        textworld.make(options)
+        for made in sorted(workdir.iterdir(), key=lambda f: f.suffix == ".json"):
+            os.replace(made, cache / made.name)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
     return path
