@@ -87,6 +87,8 @@ def build_runner(model: str, steps: int, new_tokens: int, device: str, max_batch
         .generation(max_new_tokens=new_tokens, stop=[], ignore_eos=True, backend=backend, backend_options=options)
         .group_rollouts(group_size=1, num_groups=1, max_episode_steps=steps)
     )
+    if dtype:  # the module is built in it, so a vllm engine (built from the module's weights) gets it too
+        config.llm(model={**config.llm_model, "inference_dtype": dtype})
     config.validate()
     runner = LLMEnvRunner(config=config)
     runner.module.to(device=device, dtype=getattr(torch, dtype) if dtype else None)

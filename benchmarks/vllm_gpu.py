@@ -453,8 +453,10 @@ def summarize(raw: Path, output: Path) -> dict[str, Any]:
                 "s_per_iter": sum(row.get("time_s", 0.0) for row in progress) / len(progress) if progress else None,
                 "error": None if run["summary"].get("after") else error,  # the run died: its last error line
             }
+    rollout = {backend: json.loads((raw / f"rollout_{backend}.json").read_text()) for backend in ("hf", "vllm")
+               if (raw / f"rollout_{backend}.json").is_file()}
     summary = {"meta": measured.get("135m", {}).get("meta"), "smollm2_135m": small, "qwen2_5_1_5b_shape": big,
-               "runs": runs}
+               "runs": runs, "rollout_throughput": rollout_rows(rollout)}
     output.with_suffix(".json").write_text(json.dumps(summary, indent=1))
 
     def sync_row(name: str, data: dict) -> str:
@@ -517,9 +519,53 @@ def summarize(raw: Path, output: Path) -> dict[str, Any]:
         speed = "-" if run["s_per_iter"] is None else f"{run['s_per_iter']:.1f}"
         lines.append(f"| {tag} | {run['iterations']} | {fmt(run['eval_before'])} | {fmt(run['eval_after'])} | "
                      f"{curve_text} | {speed} | {(run['error'] or '')[:120]} |")
+    lines += rollout_lines(rollout, summary["rollout_throughput"])
     output.with_suffix(".md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     return summary
+
+
+def rollout_rows(rollout: dict[str, dict]) -> list[dict[str, Any]]:
+    """One row per env count: both backends' env steps/s, their generate-only tokens/s and the EnvRunner's
+    share of it (``runner_vs_generate``), and vllm / hf."""
+    by_envs: dict[int, dict[str, Any]] = {}
+    for backend, data in rollout.items():
+        for row in data["rows"]:
+            if row["mode"] == "batched":
+                by_envs.setdefault(row["envs"], {"envs": row["envs"]})[backend] = {
+                    key: row[key] for key in ("env_steps_per_s", "tokens_per_s", "generate_tokens_per_s", "runner_vs_generate")}
+    rows = [by_envs[envs] for envs in sorted(by_envs)]
+    for row in rows:
+        if "hf" in row and "vllm" in row:
+            row["vllm_over_hf"] = row["vllm"]["env_steps_per_s"] / row["hf"]["env_steps_per_s"]
+    return rows
+
+
+def rollout_lines(rollout: dict[str, dict], rows: list[dict[str, Any]]) -> list[str]:
+    if not rows:
+        return []
+    any_run = next(iter(rollout.values()))
+    size = any_run["summary"]
+    lines = [
+        "",
+        "## Rollout throughput with the whole EnvRunner (`benchmarks/rollout_throughput.py`, one rollout per size)",
+        "",
+        f"{any_run['machine'].get('gpu')}, {any_run['machine']['date'][:10]}; the main job's EnvRunner, "
+        f"{size['steps']} env steps x {size['new_tokens']} new tokens per env (fixed length), module and engine in "
+        f"bf16. Runner share: the generate calls' time / the whole `sample()` (1.0: prompt building, parsing and "
+        "env steps cost nothing).",
+        "",
+        "| envs | hf env steps/s | vllm env steps/s | vllm / hf | hf generate tok/s | vllm generate tok/s | hf runner share | vllm runner share |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for row in rows:
+        hf, vllm = row.get("hf", {}), row.get("vllm", {})
+        cell = lambda d, k, f: format(d[k], f) if k in d else "-"  # noqa: E731
+        ratio = format(row["vllm_over_hf"], ".2f") + "x" if "vllm_over_hf" in row else "-"
+        lines.append(f"| {row['envs']} | {cell(hf, 'env_steps_per_s', '.0f')} | {cell(vllm, 'env_steps_per_s', '.0f')} | "
+                     f"{ratio} | {cell(hf, 'generate_tokens_per_s', ',.0f')} | {cell(vllm, 'generate_tokens_per_s', ',.0f')} | "
+                     f"{cell(hf, 'runner_vs_generate', '.2f')} | {cell(vllm, 'runner_vs_generate', '.2f')} |")
+    return lines
 
 
 def main() -> None:

@@ -17,7 +17,12 @@ benchmarks/results/learning_seeds_alfworld_gigpo.md), seed 0 on 2 CPU cores: suc
 0.000 untrained -> 0.000 after 4 iterations, 24.1 min a run (~200 s an iteration, peak memory 7.6 GB). The
 untrained model writes no admissible action at all (valid-action rate 0.00; its replies continue the story
 instead of naming a command), so there is no signal to learn from at this size: an in-context example of the
-format (``few_shot``) or a larger model is the next thing to try; not measured on a GPU yet.
+format (``few_shot``) or a larger model is the next thing to try.
+
+On a GPU (``rllib-llm train tuned_examples/alfworld_gigpo.py --gpu``: 8 groups x 4 episodes; benchmarks/gpu_jobs.py examples, benchmarks/results/gpu_examples_search_webshop_alfworld.md; one H200 shared by 6 runs, 2026-12-06), seed 0,
+200 s of training (6 iterations, ~37 s each): 0.000 -> 0.000 on 32 held-out games, valid-action rate 0.000
+before and after (0.006 in training): no signal at all. Seed 1, started beside 5 other runs, ran out of memory.
+TextWorld needs jericho, which PyPI ships only as an sdist (benchmarks/stage_gpu_carry.sh builds its wheel).
 """
 
 from pathlib import Path

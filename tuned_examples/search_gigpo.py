@@ -19,7 +19,12 @@ questions 0.000 untrained -> 0.000 after 4 iterations, 8.4 min a run (~95 s an i
 with micro-batches of 4 rows; without them the first update was killed by the OOM killer at 24 GB). The 135M
 model almost never writes a well-formed ``<search>`` or ``<answer>`` tag (valid-action rate 0.02 untrained,
 0.04 in training): at this size the task needs a larger model or a format warm-up (supervised steps on the
-tag format) before RL; not measured on a GPU yet.
+tag format) before RL.
+
+On a GPU (``rllib-llm train tuned_examples/search_gigpo.py --gpu``: 8 groups x 4 episodes; benchmarks/gpu_jobs.py examples, benchmarks/results/gpu_examples_search_webshop_alfworld.md; one H200 shared by 6 runs, 2026-12-06), seeds 0-1,
+200 s of training (10 iterations, ~22 s each): 0.000 -> 0.000 on 32 held-out questions for both; valid-action
+rate 0.021 untrained, 0.021 / 0.083 trained, training success 0.00 throughout. More samples do not help while
+the model does not write the tags: the next step is the format warm-up above, not a longer run.
 """
 
 from pathlib import Path

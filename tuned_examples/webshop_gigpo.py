@@ -18,6 +18,12 @@ alone took ~12 min); the first training iteration took 915 s (prompts of 661 tok
 resident with micro-batches of 4) with training success 0.00, so the run (4 iterations + evaluation, ~1 h)
 was stopped: the 135M model does not find WebShop's goals in CPU time. Its first CPU run (before
 micro-batches) was killed by the OOM killer at 23 GB in the first update.
+
+On a GPU (``rllib-llm train tuned_examples/webshop_gigpo.py --gpu``: 8 groups x 4 episodes, micro-batches of
+8; benchmarks/gpu_jobs.py examples, benchmarks/results/gpu_examples_search_webshop_alfworld.md; one H200 shared by 6 runs, 2026-12-06), seed 0, 200 s of training (4 iterations, ~51 s each): 0.000 -> 0.000 on 32 held-out goals,
+valid-action rate 0.200 before and after, training success 0.00. Seed 1, started beside it, ran out of memory
+holding 38 GB (the card's largest process held 57 GB): long pages x micro-batches of 8 need a card of their
+own, or ``micro_batch_size=4``.
 """
 
 from pathlib import Path

@@ -85,6 +85,20 @@ def avoid_missing_flashinfer() -> bool:
 # --- requests ------------------------------------------------------------------------------------------
 
 
+#: Attention backends that run only in half precision (vLLM 0.24 refuses them at engine start otherwise).
+HALF_PRECISION_ATTENTION = ("FLASH_ATTN", "FLASHINFER")
+
+
+def check_attention_dtype(engine_kwargs: Mapping[str, Any]) -> None:
+    """One clear line instead of vLLM's engine-core traceback ("Engine core initialization failed", the cause
+    only in the engine's log): a half-precision attention backend with an fp32 engine, which is what an fp32
+    module gives (the embedded model loads in fp32) unless ``inference_dtype`` says otherwise."""
+    backend = str(engine_kwargs.get("attention_backend") or "").upper()
+    if backend in HALF_PRECISION_ATTENTION and str(engine_kwargs.get("dtype")) in ("float32", "torch.float32"):
+        raise ValueError(f"vLLM's {backend} attention needs a bfloat16 or float16 engine, but the module is float32: "
+                         f"set .llm(model={{..., 'inference_dtype': 'bfloat16'}}) or drop attention_backend")
+
+
 def sampling_kwargs(params: SamplingParams, index: int = 0) -> dict[str, Any]:
     """``vllm.SamplingParams`` keyword arguments for request ``index`` of a batch."""
     kwargs: dict[str, Any] = {
@@ -254,6 +268,7 @@ class VLLMBackend(GenerationBackend):
         if self.sleep_between_rollouts:
             kwargs["enable_sleep_mode"] = True
         kwargs.update(engine_kwargs or {})
+        check_attention_dtype(kwargs)
         avoid_missing_flashinfer()
         self.llm = vllm.LLM(**kwargs)
         self.served_model = None

@@ -311,3 +311,14 @@ def test_an_engine_without_flashinfer_samples_with_vllms_own_sampler(fake_vllm, 
     assert seen["flag"] == "0"
     monkeypatch.setenv("VLLM_USE_FLASHINFER_SAMPLER", "1")
     assert vllm_backend.avoid_missing_flashinfer() is False and os.environ["VLLM_USE_FLASHINFER_SAMPLER"] == "1"
+
+
+def test_flash_attention_with_an_fp32_engine_is_a_one_line_error(fake_vllm, tokenizer):
+    """On the GPU (2026-12-06) this combination died inside vLLM's engine core ("dtype not supported")."""
+    model = build_tiny_model(tokenizer)  # fp32
+    with pytest.raises(ValueError, match="inference_dtype"):
+        make_backend("vllm", model=model, tokenizer=tokenizer, engine_kwargs={"attention_backend": "FLASH_ATTN"})
+    backend = make_backend("vllm", model=model.to(torch.bfloat16), tokenizer=tokenizer,
+                           engine_kwargs={"attention_backend": "FLASH_ATTN"})
+    assert backend.llm.kwargs["dtype"] == "bfloat16"
+    make_backend("vllm", model=model.float(), tokenizer=tokenizer, engine_kwargs={"attention_backend": "TRITON_ATTN"})

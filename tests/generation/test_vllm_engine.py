@@ -79,8 +79,8 @@ def test_lora_adapters_take_effect_without_re_exporting_the_base(embedded):
         exported = backend.llm.llm_engine.vllm_config.model_config.model
         with torch.no_grad():
             for name, p in model.named_parameters():
-                if "lora_B" in name:
-                    p.normal_(0.0, 0.02)
+                if "lora_B" in name:  # 0.02 moved the log-probs by only ~3x bf16's own max error (2026-12-06)
+                    p.normal_(0.0, 0.05)
         stale = max_gap(model, prompts, backend.generate(prompts, PARAMS))  # adapters not sent yet
         backend.update_weights({})
         assert backend.last_sync == "lora"
