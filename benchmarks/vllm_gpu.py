@@ -13,9 +13,10 @@ The device calls (64 MiB a call, the checkout 13 MiB of it on 2026-12-06). vLLM'
 re-split into two halves that fit beside the checkout: ``cat .gpu/c1/*part-aa .gpu/c2/*part-ab``, the first half
 to ``.gpu/v1/vllm_slim.tar.xz.part-a1``, the rest to ``.gpu/v2/vllm_slim.tar.xz.part-a2`` with the sha256 file
 (install.sh joins ``/root/stage/vllm_slim.tar.xz.part-*`` in name order). (1) carry ``.whl .carry/ray.tar.xz
-.gpu/whl``: ``gpu_jobs.py setup --skip-dry`` and copy ``.gpu/whl`` to /root/stage/whl; (2) ``.carry/gguf.xz.00
-.carry/gguf.xz.01``: ``gpu_jobs.py stage``; (3) ``.carry/gguf.xz.02 .carry/gguf.xz.03`` (+ ``.carry/head.tar.gz``
-for detached runs): a job that prepares the GGUF; (4) ``.gpu/v1``: copy into /root/stage; (5) ``.gpu/v2
+.gpu/whl`` (48 MiB; forget ``.gpu/whl`` here and it needs a call of its own): ``gpu_jobs.py setup --skip-dry``
+and copy ``.gpu/whl`` to /root/stage/whl; (2) ``.carry/gguf.xz.00 .carry/gguf.xz.01`` (+ ``.carry/wheels_a``
+for ALFWorld): ``gpu_jobs.py stage``; (3) ``.carry/gguf.xz.02 .carry/gguf.xz.03`` (+ ``.carry/head.tar.gz``
+for detached runs, + ``.carry/wheels_b``): a job that prepares the GGUF; (4) ``.gpu/v1``: copy into /root/stage; (5) ``.gpu/v2
 .gpu/install.sh``: copy into /root/stage, restore ``.gpu/whl`` from /root/stage/whl, ``source .gpu/install.sh``
 (never through a pipe: the exports would be lost), then this script's steps. ``source .gpu/install.sh`` again
 in every later call (it only exports once vLLM is installed). Engines on one card: give each a fixed
