@@ -126,7 +126,9 @@ def start_all(args: argparse.Namespace) -> None:
         # timed run, and a broken engine shows in one log before the timed runs start
         warm = common.replace(f"--out {out}", f"--out {out}/warm").replace(
             f"--iterations {args.iterations}", "--iterations 1").replace(f"--eval-seeds {args.eval_seeds}", "--eval-seeds 2")
-        body = f"python3 {__file__} run --mode sync --seed 99 {warm} > {out}/log_warm.txt 2>&1\n" + body
+        # A warm-up that fails ends the script: every timed run would fail the same way, on device time.
+        body = (f"python3 {__file__} run --mode sync --seed 99 {warm} > {out}/log_warm.txt 2>&1 "
+                f"|| {{ touch {out}/warm_failed {out}/done; exit 1; }}\n") + body
     script = out / "runs.sh"
     script.write_text(body + f"touch {out}/done\n")
     process = subprocess.Popen(["bash", str(script)], cwd=ROOT, start_new_session=True, stdin=subprocess.DEVNULL,

@@ -158,6 +158,10 @@ def _resolve(spec: ModelSpec) -> tuple[str, dict[str, Any]]:
     path = Path(spec.name_or_path).expanduser()
     if spec.name_or_path.startswith((".", "/", "~")) and not path.exists():
         raise FileNotFoundError(f"Model path {spec.name_or_path!r} does not exist.")
+    # The loaders called directly (scripts, notebooks) say an unloadable Hub id at once too, not only a config.
+    unloadable = None if path.exists() else hub_model_error(spec.name_or_path)
+    if unloadable is not None:
+        raise FileNotFoundError(unloadable)
     return (str(path) if path.exists() else spec.name_or_path), kwargs
 
 

@@ -75,6 +75,17 @@ def test_the_config_refuses_an_unloadable_hub_id_before_ray(empty_hf_cache, monk
         tiny_config().llm(model=HUB_ID).validate()
 
 
+def test_the_loaders_called_directly_refuse_an_unloadable_hub_id_at_once(empty_hf_cache, monkeypatch):
+    import time
+
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # nothing listens: transformers would retry ~46 s
+    start = time.perf_counter()
+    for load in (models.load_tokenizer, models.load_causal_lm):
+        with pytest.raises(FileNotFoundError, match=f"model '{HUB_ID}' is not in the Hugging Face cache"):
+            load(HUB_ID)
+    assert time.perf_counter() - start < 2 * models.HUB_PROBE_TIMEOUT_S + 1
+
+
 def test_wrapped_load_errors_quote_the_cause_without_doubled_punctuation():
     error = OSError("We couldn't connect to 'https://huggingface.co' to load the files.\nCheck your connection.")
     assert models.error_reason(error) == "We couldn't connect to 'https://huggingface.co' to load the files"
