@@ -509,7 +509,12 @@ def examples(out: Path, dry: bool, budget_s: float, seeds: list[int], iterations
         print(f"-- {name}:", *tail, flush=True)
     if (work / "done").is_file():
         archive_runs(out / "gpu_examples.tar.gz", work, runs)
-        examples_report(work, out)
+        gpu = subprocess.run("nvidia-smi --query-gpu=name --format=csv,noheader", shell=True, capture_output=True,
+                             text=True).stdout.strip() or "no GPU"
+        examples_report(work, out, note=("(dry run: the tiny model, 1 iteration) " if dry else "") + f"`rllib-llm train tuned_examples/<example>.py --gpu --seed S --time-budget-s "
+                                       f"{budget_s:.0f} --iterations {iterations} --eval-seeds 32` for {', '.join(names)} x seeds "
+                                       f"{' '.join(map(str, seeds))}: {len(runs)} processes sharing one {gpu}, "
+                                       f"{time.strftime('%Y-%m-%d')}.")
 
 
 def main() -> int:
