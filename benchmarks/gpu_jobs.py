@@ -119,9 +119,11 @@ def stage_parts() -> None:
     """Keeps the GGUF parts and the extra wheels (``.carry/wheels_*/``) this call carried in /root/stage (later
     calls carry the others)."""
     (STAGE / "wheels").mkdir(parents=True, exist_ok=True)
-    for part in sorted((ROOT / ".carry").glob("gguf.xz.[0-9][0-9]")) + sorted((ROOT / ".carry").glob("wheels_*/*.whl")):
-        shutil.copy(part, STAGE / ("wheels" if part.suffix == ".whl" else "") / part.name)
-        print("staged", part.name, flush=True)
+    staged = [(part, STAGE) for part in sorted((ROOT / ".carry").glob("gguf.xz.[0-9][0-9]"))]
+    staged += [(wheel, STAGE / "wheels") for wheel in sorted((ROOT / ".carry").glob("wheels_*/*.whl"))]
+    for source, folder in staged:
+        shutil.copy(source, folder / source.name)
+        print("staged", source.name, flush=True)
 
 
 def install_staged_wheels() -> None:

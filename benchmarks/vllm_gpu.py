@@ -559,9 +559,9 @@ def rollout_lines(rollout: dict[str, dict], rows: list[dict[str, Any]]) -> list[
         "| envs | hf env steps/s | vllm env steps/s | vllm / hf | hf generate tok/s | vllm generate tok/s | hf runner share | vllm runner share |",
         "|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
+    cell = lambda d, k, f: format(d[k], f) if k in d else "-"  # noqa: E731
     for row in rows:
         hf, vllm = row.get("hf", {}), row.get("vllm", {})
-        cell = lambda d, k, f: format(d[k], f) if k in d else "-"  # noqa: E731
         ratio = format(row["vllm_over_hf"], ".2f") + "x" if "vllm_over_hf" in row else "-"
         lines.append(f"| {row['envs']} | {cell(hf, 'env_steps_per_s', '.0f')} | {cell(vllm, 'env_steps_per_s', '.0f')} | "
                      f"{ratio} | {cell(hf, 'generate_tokens_per_s', ',.0f')} | {cell(vllm, 'generate_tokens_per_s', ',.0f')} | "
