@@ -553,7 +553,8 @@ def rollout_lines(rollout: dict[str, dict], rows: list[dict[str, Any]]) -> list[
         "",
         f"{any_run['machine'].get('gpu')}, {any_run['machine']['date'][:10]}; the main job's EnvRunner, "
         f"{size['steps']} env steps x {size['new_tokens']} new tokens per env (fixed length), module and engine in "
-        f"bf16. Runner share: the generate calls' time / the whole `sample()` (1.0: prompt building, parsing and "
+        f"bf16; each backend in its own process, in consecutive device calls on the same warm card (the vllm run "
+        f"repeated after its first engine was refused in fp32). Runner share: the generate calls' time / the whole `sample()` (1.0: prompt building, parsing and "
         "env steps cost nothing).",
         "",
         "| envs | hf env steps/s | vllm env steps/s | vllm / hf | hf generate tok/s | vllm generate tok/s | hf runner share | vllm runner share |",
