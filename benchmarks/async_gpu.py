@@ -1,15 +1,16 @@
 """Issue 25's bar: synchronous vs asynchronous rollouts, the main job at GPU size, side by side in one run.
 
     python benchmarks/async_gpu.py run --mode async --seed 0 --out DIR [--iterations 40]   # one run
-    python benchmarks/async_gpu.py all --out DIR --seeds 0 1 2 [--detach]                  # every run at once
+    python benchmarks/async_gpu.py all --out DIR --seeds 0 1 2 [--modes sync async async2] [--detach]
     python benchmarks/async_gpu.py report DIR                                              # the report
 
 A run is ``tuned_examples/numberline_gigpo.py`` as shipped at GPU size (``--num-groups`` x ``--group-size``),
 with one remote EnvRunner and the Learner in the driver, both on the GPU (half of it each in Ray's
 accounting); ``--mode async`` only adds ``.training(async_rollouts=True)`` (max_staleness 1, broadcast every
-update, the decoupled objective). Both modes train on the same number of groups per iteration, so
-iteration ``i`` is equal samples. ``all`` starts one process per (mode, seed), all sharing the GPU at once
-(``--pairs``: one seed's sync and async runs at a time, side by side), so both modes see the same machine. Each iteration records its wall time and the success rate of the
+update, the decoupled objective); ``--mode asyncK`` (e.g. ``async2``) also plays K updates' worth of groups per
+rollout (``updates_per_rollout=K``, ``max_staleness=2K-1``). Every mode trains on the same number of groups per
+iteration, so iteration ``i`` is equal samples. ``all`` starts one process per (mode, seed), all sharing the
+GPU at once (``--pairs``: one seed's runs at a time, side by side), so every mode sees the same machine. Each iteration records its wall time and the success rate of the
 episodes it trained on (sampled at temperature 1); the final policy is evaluated greedily on 64 held-out
 seeds. The report (``benchmarks/results/async_h200.{json,md,png}``) gives, per mode and seed, the wall time
 until the trained episodes' success (mean of the last 5 iterations) first reaches the synchronous runs'
@@ -43,6 +44,11 @@ VLLM_OPTIONS = {"gpu_memory_utilization": 0.05,
                                   "kv_cache_memory_bytes": 2 * 2**30}}
 
 
+def updates_per_rollout(mode: str) -> int:
+    """``async2`` -> 2; ``async`` -> 1."""
+    return int(mode.removeprefix("async") or 1)
+
+
 def build(args: argparse.Namespace, on_gpu: bool) -> Any:
     from rllib_llm.run.cli import load_tuned_example
 
@@ -58,8 +64,10 @@ def build(args: argparse.Namespace, on_gpu: bool) -> Any:
     if args.backend == "vllm":
         config.llm(model={**config.llm_model, "inference_dtype": "bfloat16"})
         config.generation(backend="vllm", backend_options=VLLM_OPTIONS)
-    if args.mode == "async":
-        config.training(async_rollouts=True, max_staleness=args.max_staleness, broadcast_interval=1)
+    if args.mode.startswith("async"):
+        k = updates_per_rollout(args.mode)
+        config.training(async_rollouts=True, updates_per_rollout=k, max_staleness=max(args.max_staleness, 2 * k - 1),
+                        broadcast_interval=1)
     config.validate()
     return config
 
@@ -118,10 +126,10 @@ def start_all(args: argparse.Namespace) -> None:
     def cmd(mode: str, seed: int) -> str:
         return f"python3 {__file__} run --mode {mode} --seed {seed} {common} > {out}/log_{mode}_s{seed}.txt 2>&1 &\n"
 
-    if args.pairs:  # one seed at a time: its sync and async runs side by side, two processes on the GPU
-        body = "".join(cmd("sync", seed) + cmd("async", seed) + "wait\n" for seed in args.seeds)
+    if args.pairs:  # one seed at a time: its runs side by side, one process per mode on the GPU
+        body = "".join("".join(cmd(mode, seed) for mode in args.modes) + "wait\n" for seed in args.seeds)
     else:
-        body = "".join(cmd(mode, seed) for seed in args.seeds for mode in ("sync", "async")) + "wait\n"
+        body = "".join(cmd(mode, seed) for seed in args.seeds for mode in args.modes) + "wait\n"
     if args.backend == "vllm":  # one short run first: vLLM compiles and caches its graphs once, not in every
         # timed run, and a broken engine shows in one log before the timed runs start
         warm = common.replace(f"--out {out}", f"--out {out}/warm").replace(
@@ -175,7 +183,8 @@ def summarize(folder: Path) -> dict[str, Any]:
         r["time_to_level"] = time_to(level, r["elapsed"], curve) if level is not None and curve else None
         r["s_per_iter"] = r["elapsed"][-1] / len(r["elapsed"]) if r["elapsed"] else None
     summary: dict[str, Any] = {"level": level, "window": WINDOW}
-    for mode in ("sync", "async"):
+    modes = sorted({r["mode"] for r in runs.values() if r["mode"]}, key=lambda m: (m != "sync", m))
+    for mode in modes:
         mine = [r for r in runs.values() if r["mode"] == mode]
         times = [r["time_to_level"] for r in mine]
         summary[mode] = {
@@ -184,11 +193,32 @@ def summarize(folder: Path) -> dict[str, Any]:
             "eval": [r["eval"] for r in mine],
             "s_per_iter": [r["s_per_iter"] for r in mine],
         }
-    reached = [(s, a) for s, a in zip(summary["sync"]["time_to_level_s"], summary["async"]["time_to_level_s"], strict=False)
-               if s is not None and a is not None]
-    if all(t is not None for m in ("sync", "async") for t in summary[m]["time_to_level_s"]) and reached:
-        summary["speedup_time_to_level"] = (sum(summary["sync"]["time_to_level_s"]) / sum(summary["async"]["time_to_level_s"]))
+    for mode in modes[1:] if "sync" in summary else []:
+        summary[mode].update(speedups(summary["sync"], summary[mode]))
+    if "async" in summary and "speedup_time_to_level" in summary["async"]:  # the key earlier reports had
+        summary["speedup_time_to_level"] = summary["async"]["speedup_time_to_level"]
     return {"runs": runs, "summary": summary}
+
+
+def speedups(sync: dict[str, Any], other: dict[str, Any]) -> dict[str, Any]:
+    """``other`` against ``sync``, seed by seed: time to the level (sync / other; None where either never got
+    there) and iterations per second (sync s/iter / other s/iter); the time-to-level total (sum over seeds)
+    only when every run of both reached the level."""
+    by_seed = {seed: i for i, seed in enumerate(other["seeds"])}
+    ratios, rates = [], []
+    for i, seed in enumerate(sync["seeds"]):
+        j = by_seed.get(seed)
+        if j is None:
+            continue
+        s, o = sync["time_to_level_s"][i], other["time_to_level_s"][j]
+        ratios.append(s / o if s is not None and o else None)
+        s, o = sync["s_per_iter"][i], other["s_per_iter"][j]
+        rates.append(s / o if s and o else None)
+    out: dict[str, Any] = {"time_to_level_ratio_by_seed": ratios, "iterations_per_s_ratio_by_seed": rates}
+    if ratios and all(r is not None for r in ratios) and len(ratios) == len(sync["seeds"]):
+        out["speedup_time_to_level"] = sum(sync["time_to_level_s"]) / sum(
+            other["time_to_level_s"][by_seed[seed]] for seed in sync["seeds"])
+    return out
 
 
 def fmt(value: float | None, spec: str) -> str:
@@ -214,7 +244,11 @@ def report(folder: Path, stem: str = "async_h200", results: Path = RESULTS) -> N
         lines.append(f"| {name} | {r['gpu']} | {r['backend']} | {len(r['elapsed'])} | {fmt(r['s_per_iter'], '.2f')} | {phases} | "
                      f"{fmt(r['time_to_level'], '.0f')} | {fmt(r['final_level'], '.3f')} | {fmt(r['eval'], '.3f')} | "
                      f"{fmt(sum(stale) / len(stale) if stale else None, '.2f')} | {int(sum(dropped)) if dropped else '-'} |")
-    lines += ["", f"Speed-up in time to the level (sum over seeds, sync / async): {s.get('speedup_time_to_level')}"]
+    for mode in [m for m in s if m.startswith("async")]:
+        by_seed = ", ".join(fmt(v, ".2f") for v in s[mode]["time_to_level_ratio_by_seed"])
+        rates = ", ".join(fmt(v, ".2f") for v in s[mode]["iterations_per_s_ratio_by_seed"])
+        lines += ["", f"**{mode} vs sync**: time to the level, sum over seeds (sync / {mode}): "
+                  f"{fmt(s[mode].get('speedup_time_to_level'), '.2f')}; per seed: {by_seed}; iterations/s per seed: {rates}."]
     (results / f"{stem}.md").write_text("\n".join(lines) + "\n")
     try:
         import matplotlib
@@ -223,9 +257,10 @@ def report(folder: Path, stem: str = "async_h200", results: Path = RESULTS) -> N
         import matplotlib.pyplot as plt
 
         fig, ax = plt.subplots(figsize=(8, 4.5))
+        colors = {"sync": "tab:blue", "async": "tab:orange"}
         for name, r in sorted(data["runs"].items()):
-            ax.plot(r["elapsed"], moving_mean(r["success"]), label=name,
-                    color="tab:blue" if r["mode"] == "sync" else "tab:orange", alpha=0.8)
+            ax.plot(r["elapsed"], moving_mean(r["success"]), label=name, color=colors.get(r["mode"], "tab:green"),
+                    alpha=0.8)
         if s["level"] is not None:
             ax.axhline(s["level"], color="gray", linestyle=":", label="level")
         ax.set_xlabel("wall time (s)")
@@ -243,7 +278,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("step", choices=("run", "all", "report"))
     parser.add_argument("folder", nargs="?", help="report: the runs' folder")
     parser.add_argument("--out", default="/tmp/async_runs")
-    parser.add_argument("--mode", choices=("sync", "async"), default="sync")
+    parser.add_argument("--mode", default="sync", help="sync, async, or asyncK (K updates' worth of groups a rollout)")
+    parser.add_argument("--modes", nargs="+", default=["sync", "async"], help="all: the modes to run")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--iterations", type=int, default=40)
@@ -256,11 +292,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ray-cpus", type=int, default=3)
     parser.add_argument("--runners", type=int, default=1, help="remote EnvRunners (num_groups is split among them)")
     parser.add_argument("--detach", action="store_true")
-    parser.add_argument("--pairs", action="store_true", help="all: one seed's sync + async runs at a time")
+    parser.add_argument("--pairs", action="store_true", help="all: one seed's runs (every mode) at a time")
     parser.add_argument("--stem", default="async_h200")
     parser.add_argument("--results-dir", type=Path, default=RESULTS, help="report: where the files go")
     parser.add_argument("--time-budget-s", type=float, default=1e9, help="run: stop training after this long")
     args = parser.parse_args(argv)
+    for mode in [args.mode, *args.modes]:
+        if mode != "sync" and not (mode.startswith("async") and mode.removeprefix("async") in ("", *map(str, range(1, 10)))):
+            parser.error(f"mode {mode!r}: sync, async or asyncK (K in 1-9)")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     if args.step == "run":
         run(args)

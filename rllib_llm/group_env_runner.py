@@ -40,6 +40,7 @@ from ray.rllib.utils import force_list
 from ray.rllib.utils.checkpoints import Checkpointable
 from ray.rllib.utils.framework import get_device
 from ray.rllib.utils.metrics import WEIGHTS_SEQ_NO
+from ray.util.debug import log_once
 
 from rllib_llm.columns import (
     ACTION_FORMAT_KEY,
@@ -189,6 +190,9 @@ class GroupEnvRunner(EnvRunner, Checkpointable):
         self._num_rollouts = 0
         #: The Learner weights version this runner samples with (RLlib's WEIGHTS_SEQ_NO; 0: the initial ones).
         self.weights_seq_no = 0
+        #: RLlib's ``EnvRunnerStateServer`` (asynchronous rollouts: the Algorithm shares it, as IMPALA does);
+        #: each ``sample()`` first pulls the newest weights from it. None: weights are pushed (``set_state``).
+        self._env_runner_state_server: Any = None
         self._callbacks = [cls() for cls in force_list(self.config.callbacks_class)]
         self.envs: list[Any] = []
         self.make_env()
@@ -338,6 +342,7 @@ class GroupEnvRunner(EnvRunner, Checkpointable):
         ``num_timesteps`` for rollouts until at least that many env steps. ``record_metrics=False`` (held-out
         evaluation) leaves the training metrics and counters alone: its steps and faults are not the next
         training iteration's (nor do they advance an lr schedule)."""
+        self._pull_newer_weights()
         size = group_size or self.config.group_size
         if seeds is None and num_episodes is not None:
             seeds = self._fresh_seeds(math.ceil(num_episodes / size))
@@ -353,6 +358,22 @@ class GroupEnvRunner(EnvRunner, Checkpointable):
             kwargs=dict(env_runner=self, metrics_logger=self.metrics, samples=episodes),
         )
         return episodes
+
+    def _pull_newer_weights(self) -> None:
+        """Pull-based weight sync (RLlib's ``SingleAgentEnvRunner.sample`` with a state server): the newest
+        weights the Learner pushed, if newer than this runner's, before the rollout starts. An unreachable
+        server leaves the current weights (warned once; a group records the version it was sampled with)."""
+        if self._env_runner_state_server is None:
+            return
+        try:
+            state = ray.get(self._env_runner_state_server.pull_if_newer.remote(self.weights_seq_no))
+        except ray.exceptions.RayError as e:
+            if log_once("group_env_runner_state_server_pull_failed"):
+                logger.warning("EnvRunner could not pull weights from the state server (%s); sampling with "
+                               "version %d until it answers again.", type(e).__name__, self.weights_seq_no)
+            return
+        if state is not None:
+            self.set_state(state)
 
     def _fresh_seeds(self, count: int) -> list[int]:
         return [int(s) for s in self._rng.integers(0, 2**31 - 1, size=count)]

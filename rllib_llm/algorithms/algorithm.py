@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 from typing import Any, ClassVar
 
+import ray
 from ray.rllib.algorithms.algorithm import Algorithm
 from ray.rllib.core import ALL_MODULES, COMPONENT_LEARNER, COMPONENT_OPTIMIZER, COMPONENT_RL_MODULE
+from ray.rllib.env.env_runner_state_server import EnvRunnerStateServer
 from ray.rllib.execution.rollout_ops import synchronous_parallel_sample
 from ray.rllib.utils.metrics import (
     ENV_RUNNER_RESULTS,
@@ -36,10 +39,12 @@ ASYNC_SAMPLE_TAG = "async_sample"
 ASYNC_RESULTS = "async_rollouts"
 
 
-def _sample_with_metrics(runner: Any) -> tuple[list, dict]:
-    """One group rollout on a remote EnvRunner, with the metrics it logged (as IMPALA's
-    ``sample_get_state_and_metrics``; the connectors here keep no state to merge)."""
-    return runner.sample(), runner.get_metrics()
+def _sample_with_metrics(runner: Any, updates: int = 1) -> tuple[list, dict]:
+    """One group rollout on a remote EnvRunner, ``updates`` Learner updates' worth of groups (``num_groups``
+    each), with the metrics it logged (as IMPALA's ``sample_get_state_and_metrics``; the connectors here
+    keep no state to merge)."""
+    config = runner.config
+    return runner.sample(num_episodes=updates * config.num_groups * config.group_size), runner.get_metrics()
 
 
 class LLMAlgorithm(Algorithm):
@@ -59,6 +64,9 @@ class LLMAlgorithm(Algorithm):
     _trained_modules: set | None = None
     #: Asynchronous rollouts: the complete groups waiting for the Learner.
     _group_queue: GroupQueue | None = None
+    #: Asynchronous rollouts: RLlib's ``EnvRunnerStateServer`` actor, holding the newest weights the EnvRunners
+    #: pull at the start of each rollout (as IMPALA/APPO's with ``use_env_runner_state_server``).
+    _state_server: Any = None
 
     @classmethod
     def get_default_config(cls):
@@ -139,6 +147,7 @@ class LLMAlgorithm(Algorithm):
             keep = is_informative if self.config.dynamic_sampling else None
             self._group_queue = GroupQueue(self.config.max_staleness, keep)
             self.policy_version = self._learner_weights_seq_no()
+            self._push_weights()  # the Learner's weights now: also what a restore brought back
         queue = self._group_queue
         needed = self.config.num_groups * max(self.env_runner_group.num_healthy_remote_env_runners(), 1)
         with self.metrics.log_time((TIMERS, ENV_RUNNER_SAMPLING_TIMER)):
@@ -152,7 +161,44 @@ class LLMAlgorithm(Algorithm):
         self.training_episodes = episodes
         self.metrics.log_dict(stats, key=ASYNC_RESULTS, window=1)
         if episodes and self._update(episodes) and self.policy_version % self.config.broadcast_interval == 0:
-            self._broadcast_weights()
+            self._push_weights()
+
+    def setup(self, config: Any) -> None:
+        super().setup(config)
+        if self.config.async_rollouts and self.env_runner_group.num_remote_env_runners() > 0:
+            # RLlib's pull-based weight sync (IMPALA's ``use_env_runner_state_server``): an
+            # ``EnvRunnerStateServer`` actor holds the newest weights and every EnvRunner (the local one too,
+            # which evaluates) pulls them at the start of its next ``sample()`` if they are newer than its own.
+            # Pushed broadcasts would queue behind the rollout in flight, and RLlib keeps at most one per runner
+            # in flight, so a runner could start its next rollout on weights an update older than the Learner's.
+            # Started here, as IMPALA does, so that its process is up before the first rollout asks.
+            self._state_server = ray.remote(num_cpus=0, max_restarts=-1, max_concurrency=4)(EnvRunnerStateServer).remote()
+            self._share_state_server(remote_ids=None, local=True)
+
+    def _share_state_server(self, remote_ids: list[int] | None, local: bool) -> None:
+        def share(runner, server=self._state_server):
+            runner._env_runner_state_server = server
+
+        self.env_runner_group.foreach_env_runner(share, remote_worker_ids=remote_ids, local_env_runner=local)
+
+    def _push_weights(self) -> None:
+        """The Learner's weights (tagged with its ``weights_seq_no``) to the state server: one object in Ray's
+        store, fetched by each EnvRunner only when it pulls a newer version."""
+        with self.metrics.log_time((TIMERS, SYNCH_WORKER_WEIGHTS_TIMER)):
+            modules = [f"{COMPONENT_RL_MODULE}/{m}" for m in self._trained_modules] if self._trained_modules else [COMPONENT_RL_MODULE]
+            state = self.learner_group.get_state(
+                components=[f"{COMPONENT_LEARNER}/{m}" for m in modules], inference_only=True
+            )[COMPONENT_LEARNER]
+            self._state_server.push.remote(
+                {COMPONENT_RL_MODULE: ray.put(state[COMPONENT_RL_MODULE]), WEIGHTS_SEQ_NO: state[WEIGHTS_SEQ_NO]}
+            )
+
+    def restore_env_runners(self, env_runner_group: Any) -> list[int]:
+        """RLlib's restart of failed EnvRunners; a restarted one also gets the state server (as IMPALA does)."""
+        restored = super().restore_env_runners(env_runner_group)
+        if restored and self._state_server is not None and env_runner_group is self.env_runner_group:
+            self._share_state_server(remote_ids=restored, local=False)
+        return restored
 
     def _learner_weights_seq_no(self) -> int:
         """The Learner's ``weights_seq_no`` (its update count, restored with a checkpoint), without weights."""
@@ -162,12 +208,15 @@ class LLMAlgorithm(Algorithm):
 
     def _collect_rollouts(self, timeout_s: float) -> bool:
         """Fetches the rollouts that finished (waiting up to ``timeout_s``) into the queue, and starts a new
-        ``sample()`` on every healthy remote EnvRunner that has none in flight. A rollout without episodes
+        ``sample()`` (``updates_per_rollout`` updates' worth of groups) on every healthy remote EnvRunner that
+        has none in flight. A rollout without episodes
         counts towards :data:`MAX_EMPTY_SAMPLES` (as in lock-step training); a slow one does not: it is still
         in flight. False (and one empty rollout counted) when no healthy runner has anything in flight."""
         group = self.env_runner_group
         results = group.foreach_env_runner_async_fetch_ready(
-            func=_sample_with_metrics, tag=ASYNC_SAMPLE_TAG, timeout_seconds=timeout_s
+            func=functools.partial(_sample_with_metrics, updates=self.config.updates_per_rollout),
+            tag=ASYNC_SAMPLE_TAG,
+            timeout_seconds=timeout_s,
         )
         for episodes, metrics in results:
             self._group_queue.add(episodes)

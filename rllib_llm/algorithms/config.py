@@ -156,6 +156,12 @@ class LLMConfig(AlgorithmConfig):
         self.max_staleness = 1
         #: Learner updates between weight broadcasts to the EnvRunners (APPO's name).
         self.broadcast_interval = 1
+        #: Learner updates one EnvRunner rollout feeds: each ``sample()`` plays ``num_groups`` x this many groups
+        #: and the queue hands them to the next updates (APPO's rollout fragment vs train batch). Where
+        #: generation is latency-bound (small batches on a GPU) a larger rollout costs little more than a small
+        #: one, so the Learner waits less; the price is staleness: in steady state a rollout's groups are
+        #: trained k to 2k - 1 updates after its weights, so ``max_staleness`` must be >= 2k - 1.
+        self.updates_per_rollout = 1
         #: How stale groups are corrected: "decoupled" (PPO clipped against the Learner's policy before the
         #: update, each token weighted by min(pi_prox / mu, behaviour_weight_cap); one extra no-grad forward
         #: pass per update) or "none" (the ratio against the behaviour log-probs, as in lock-step training).
@@ -286,6 +292,7 @@ class LLMConfig(AlgorithmConfig):
         async_rollouts: bool = NotProvided,
         max_staleness: int = NotProvided,
         broadcast_interval: int = NotProvided,
+        updates_per_rollout: int = NotProvided,
         off_policy_correction: str = NotProvided,
         behaviour_weight_cap: float = NotProvided,
         **kwargs: Any,
@@ -297,10 +304,14 @@ class LLMConfig(AlgorithmConfig):
         (PPO with a critic); policy losses (``policy_loss``): ``ppo`` (token ratios), ``gspo`` (sequence
         ratios). ``micro_batch_size`` bounds the rows of one forward/backward pass (gradient accumulation
         within a minibatch: memory, not the update, changes). ``async_rollouts`` lets EnvRunners sample while
-        the Learner updates (``max_staleness``, ``broadcast_interval``, ``off_policy_correction``,
-        ``behaviour_weight_cap``; notes/async.md). See notes/algorithms.md for every field.
+        the Learner updates (``max_staleness``, ``broadcast_interval``, ``updates_per_rollout``,
+        ``off_policy_correction``, ``behaviour_weight_cap``; notes/async.md). See notes/algorithms.md for every field.
         """
         super().training(**kwargs)
+        if async_rollouts is True:  # RLlib's per-iteration connector-state sync asks every remote EnvRunner and
+            # waits, i.e. for the rollout in flight; the LLM connectors keep no state, weights go by the state
+            # server (LLMAlgorithm._start_state_server). IMPALA skips that sync the same way.
+            self.env_runners(merge_env_runner_states=False, broadcast_env_runner_states=False)
         if clip_param is not NotProvided:
             self.clip_ratio_low = self.clip_ratio_high = clip_param
         _set(
@@ -334,6 +345,7 @@ class LLMConfig(AlgorithmConfig):
             async_rollouts=async_rollouts,
             max_staleness=max_staleness,
             broadcast_interval=broadcast_interval,
+            updates_per_rollout=updates_per_rollout,
             off_policy_correction=off_policy_correction,
             behaviour_weight_cap=behaviour_weight_cap,
         )
@@ -482,10 +494,22 @@ class LLMConfig(AlgorithmConfig):
             flag(name)
         number("max_staleness", 0, integer=True)
         number("broadcast_interval", 1, integer=True)
+        number("updates_per_rollout", 1, integer=True)
         number("behaviour_weight_cap", 1)
         choice("off_policy_correction", OFF_POLICY_CORRECTIONS)
         if self.async_rollouts is True:
             check(not self.is_multi_agent, "async_rollouts=True is single-agent only for now")
+            check(self.merge_env_runner_states is False and self.broadcast_env_runner_states is False,
+                  "async_rollouts=True: set .env_runners(merge_env_runner_states=False, broadcast_env_runner_states="
+                  "False) (.training(async_rollouts=True) does): RLlib's connector-state sync would wait for every "
+                  "rollout in flight")
+        k = self.updates_per_rollout
+        if isinstance(k, int) and not isinstance(k, bool) and k > 1:
+            check(self.async_rollouts is True,
+                  f"updates_per_rollout={k} needs async_rollouts=True (a lock-step update trains on its whole rollout)")
+            check(not isinstance(self.max_staleness, int) or self.max_staleness >= 2 * k - 1,
+                  f"updates_per_rollout={k} trains a rollout's groups up to {2 * k - 1} updates after their weights: "
+                  f"set max_staleness >= {2 * k - 1} (got {self.max_staleness}), or every rollout's tail is dropped")
         number("similarity_threshold", 0, 1, low_open=True)
         number("gamma", 0, 1)
         number("lambda_", 0, 1)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import ray
 import torch
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 
@@ -147,10 +148,42 @@ def test_async_training_bounds_staleness_and_corrects_against_the_recorded_behav
         torch.testing.assert_close(weights[mask], expected[mask])
         assert not torch.allclose(columns[PROX_LOGP][mask], columns[ACTION_LOGP][mask])  # sampled by older weights
 
-        # Held-out evaluation runs on the local runner (the remote one is busy with a rollout) with the
-        # Learner's latest weights.
-        assert algo.env_runner.weights_seq_no == algo.policy_version
+        # Weights go by RLlib's state server: it holds the Learner's newest version, which the runners pull
+        # when a rollout starts. Held-out evaluation runs on the local runner (the remote one is busy with a
+        # rollout), which pulls the latest weights first.
+        assert ray.get(algo._state_server.get_version.remote()) == algo.policy_version
         assert algo.evaluate_seeds([10, 11])["num_episodes"] == 2
+        assert algo.env_runner.weights_seq_no == algo.policy_version
+    finally:
+        algo.stop()
+
+
+def test_a_rollout_of_two_updates_feeds_two_updates_and_its_groups_stay_within_their_staleness(ray_session):
+    """``updates_per_rollout=2``: one ``sample()`` plays 2 x ``num_groups`` groups; the queue hands them to two
+    updates of ``num_groups`` groups each (the second without a new rollout), trained 2-3 updates after the
+    weights that sampled them in steady state, none dropped at ``max_staleness=3``."""
+    from tests.conftest import tiny_config
+
+    config = (
+        tiny_config()
+        .env_runners(num_env_runners=1, num_cpus_per_env_runner=0.5)
+        .training(async_rollouts=True, updates_per_rollout=2, max_staleness=3)
+    )
+    algo = config.build_algo()
+    try:
+        stats, rollouts = [], []
+        for _ in range(6):
+            stats.append(algo.train()["async_rollouts"])
+            episodes = algo.training_episodes
+            assert len(episodes) == config.num_groups * config.group_size
+            # group ids are <worker>-<rollout>-<group>: which rollout fed this update
+            rollouts.append({e.custom_data[GROUP_ID].rsplit("-", 1)[0] for e in episodes})
+        assert all(len(r) == 1 for r in rollouts)  # an update's groups come from one rollout, oldest first
+        order = [r.pop() for r in rollouts]
+        assert order[0::2] == order[1::2]  # each rollout fed two updates in a row
+        assert len(set(order)) == 3
+        assert all(s[STALENESS_MAX] <= 3 for s in stats) and sum(s[GROUPS_DROPPED] for s in stats) == 0
+        assert max(s[STALENESS_MAX] for s in stats) >= 2  # later rollouts were sampled two or more updates back
     finally:
         algo.stop()
 
@@ -173,6 +206,17 @@ def test_max_staleness_zero_drops_the_rollout_that_was_in_flight(ray_session):
         algo.stop()
 
 
+def test_async_rollouts_turn_off_rllibs_blocking_connector_state_sync():
+    from tests.conftest import tiny_config
+
+    config = tiny_config().env_runners(num_env_runners=1).training(async_rollouts=True)
+    assert config.merge_env_runner_states is False and config.broadcast_env_runner_states is False
+    config.validate()
+    config.env_runners(merge_env_runner_states="training_only")
+    with pytest.raises(ValueError, match="connector-state sync would wait for every rollout in flight"):
+        config.validate()
+
+
 def test_async_rollouts_without_remote_env_runners_fail_with_one_clear_error(ray_session):
     from tests.conftest import tiny_config
 
@@ -190,7 +234,7 @@ def test_async_rollouts_without_any_episode_stop_training_with_one_clear_error(r
     from rllib_llm.algorithms import algorithm as algorithm_module
     from tests.conftest import tiny_config
 
-    monkeypatch.setattr(algorithm_module, "_sample_with_metrics", lambda runner: ([], {}))
+    monkeypatch.setattr(algorithm_module, "_sample_with_metrics", lambda runner, updates=1: ([], {}))
     config = tiny_config().env_runners(num_env_runners=1, num_cpus_per_env_runner=0.5).training(async_rollouts=True)
     algo = config.build_algo()
     try:

@@ -83,6 +83,10 @@ def test_every_algorithm_is_registered_and_every_name_is_selectable():
         (dict(overlong_buffer_len=8), r"overlong_buffer_len must be < max_new_tokens \(8\)"),
         (dict(group_stats_over_steps="yes"), "group_stats_over_steps must be True or False"),
         (dict(dynamic_sampling=True), "dynamic_sampling=True needs an algorithm with dynamic sampling"),
+        (dict(updates_per_rollout=0), "updates_per_rollout must be >= 1 .an int."),
+        (dict(updates_per_rollout=2), "updates_per_rollout=2 needs async_rollouts=True"),
+        (dict(async_rollouts=True, updates_per_rollout=2, max_staleness=1),
+         r"updates_per_rollout=2 trains a rollout's groups up to 3 updates after their weights: set max_staleness >= 3"),
     ],
 )
 def test_invalid_fields_are_reported_by_name_with_the_allowed_values(change, message):

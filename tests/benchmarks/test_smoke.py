@@ -129,3 +129,34 @@ def test_memory_rss(tmp_path):
     (row,) = results["rows"]
     assert row["group_size"] == 2 and row["episodes"] == 2 and row["env_steps"] > 0
     assert row["peak_mb"] >= row["after_build_mb"] >= row["after_imports_mb"] > 0
+
+
+def test_async_gpu_report_compares_every_async_mode_with_sync_seed_by_seed(tmp_path):
+    from benchmarks.async_gpu import report, summarize, updates_per_rollout
+
+    def run(mode: str, seed: int, seconds: list[float], success: list[float]) -> None:
+        rows = [{"run": f"{mode}_s{seed}", "kind": "setup", "mode": mode, "seed": seed, "backend": "vllm"}]
+        elapsed = 0.0
+        for i, (t, v) in enumerate(zip(seconds, success, strict=True)):
+            elapsed += t
+            rows.append({"kind": "iteration", "iteration": i + 1, "elapsed": elapsed, "train_success": v, "timers": {}})
+        rows.append({"kind": "eval", "success": success[-1]})
+        (tmp_path / f"{mode}_s{seed}.jsonl").write_text("\n".join(map(json.dumps, rows)))
+
+    # Moving means (window 5) of constant curves are the curve; sync reaches 1.0 at iteration 1.
+    run("sync", 0, [4.0] * 5, [1.0] * 5)   # level 1.0 reached at 4 s; 4 s/iter
+    run("sync", 1, [4.0] * 5, [1.0] * 5)
+    run("async", 0, [2.0] * 5, [1.0] * 5)  # 2 s -> 2x both ways
+    run("async", 1, [2.0] * 5, [0.5] * 5)  # never reaches the level: no total
+    run("async2", 0, [1.0] * 5, [1.0] * 5)
+    run("async2", 1, [1.0] * 5, [1.0] * 5)
+    s = summarize(tmp_path)["summary"]
+    assert s["level"] == 1.0
+    assert s["async"]["time_to_level_ratio_by_seed"] == [2.0, None]
+    assert s["async"]["iterations_per_s_ratio_by_seed"] == [2.0, 2.0]
+    assert "speedup_time_to_level" not in s["async"] and "speedup_time_to_level" not in s
+    assert s["async2"]["speedup_time_to_level"] == pytest.approx(8.0 / 2.0)
+    report(tmp_path, stem="async_test", results=tmp_path / "out")
+    text = (tmp_path / "out" / "async_test.md").read_text()
+    assert "**async2 vs sync**: time to the level, sum over seeds (sync / async2): 4.00" in text
+    assert [updates_per_rollout(m) for m in ("async", "async1", "async2")] == [1, 1, 2]
