@@ -53,7 +53,7 @@ class LLMEnvRunner(GroupEnvRunner):
         super().__init__(config=config, **kwargs)
         self._env_to_module = self.config.build_env_to_module_connector(env=self.env, spaces=self.get_spaces())
         self.vision = is_vision_model(self.module.model)
-        self.module.generation_backend = self.make_backend()
+        self.module.generation_backend = self._backend_for(self.module, self.make_backend)
 
     @property
     def backend(self) -> GenerationBackend:
@@ -79,8 +79,9 @@ class LLMEnvRunner(GroupEnvRunner):
 
     def make_backend(self) -> GenerationBackend:
         """The configured backend; a vision-language model samples through :class:`HFVisionBackend`.
-        Called once in ``__init__`` after :meth:`make_module`; override to generate elsewhere (the prompt
-        agent plays an OpenAI-compatible API this way)."""
+        Called once after :meth:`make_module` (on the local runner of a run with remote runners, when it
+        first generates); override to generate elsewhere (the prompt agent plays an OpenAI-compatible API
+        this way)."""
         name, options = self.config.generation_backend, self.config.generation_backend_options
         if not self.vision:
             return make_backend(name, model=self.module.model, tokenizer=self.module.tokenizer, **options)

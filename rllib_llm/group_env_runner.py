@@ -28,6 +28,7 @@ import logging
 import math
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,6 +63,7 @@ from rllib_llm.columns import (
     TEMPLATE_KEY,
 )
 from rllib_llm.generation import GenerationBackend, SamplingParams
+from rllib_llm.generation.deferred import DeferredBackend
 from rllib_llm.metrics import (
     NUM_ENV_FAULTS,
     NUM_ENV_STEPS,
@@ -221,6 +223,14 @@ class GroupEnvRunner(EnvRunner, Checkpointable):
     def _modules(self) -> dict[str, Any]:
         """Module id -> (inference-only) RLModule."""
         raise NotImplementedError
+
+    def _backend_for(self, module: Any, build: Callable[[], GenerationBackend]) -> GenerationBackend:
+        """``build()``, or, on the local runner of a run with remote EnvRunners (which samples only to
+        evaluate, if at all), a :class:`~rllib_llm.generation.deferred.DeferredBackend` that builds it on
+        first use: no second vLLM engine per run in the driver."""
+        if (self.worker_index or 0) == 0 and (self.config.num_env_runners or 0) > 0:
+            return DeferredBackend(build, lambda: module.get_state(inference_only=True))
+        return build()
 
     def _backends(self) -> dict[str, GenerationBackend]:
         """Module id -> the generation backend its module samples with."""

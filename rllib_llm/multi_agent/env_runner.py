@@ -16,6 +16,7 @@ episode treats a ``None`` action as "no action"); the env gets ``None``.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import logging
 import time
@@ -76,12 +77,10 @@ class LLMMultiAgentEnvRunner(GroupEnvRunner):
         self._mapping = EpisodeMapping(self.config.policy_mapping_fn)
         self._pipelines: dict[str, EnvToModulePipeline] = {}
         for module_id in self.module.keys():
-            self.module[module_id].generation_backend = make_backend(
-                self.config.generation_backend,
-                model=self.module[module_id].model,
-                tokenizer=self.module[module_id].tokenizer,
-                **self.config.generation_backend_options,
-            )
+            module = self.module[module_id]
+            build = functools.partial(make_backend, self.config.generation_backend, model=module.model,
+                                      tokenizer=module.tokenizer, **self.config.generation_backend_options)
+            module.generation_backend = self._backend_for(module, build)
 
     @property
     def backends(self) -> dict[str, GenerationBackend]:
