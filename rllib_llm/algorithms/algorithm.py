@@ -172,7 +172,8 @@ class LLMAlgorithm(Algorithm):
             # Pushed broadcasts would queue behind the rollout in flight, and RLlib keeps at most one per runner
             # in flight, so a runner could start its next rollout on weights an update older than the Learner's.
             # Started here, as IMPALA does, so that its process is up before the first rollout asks.
-            self._state_server = ray.remote(num_cpus=0, max_restarts=-1, max_concurrency=4)(EnvRunnerStateServer).remote()
+            server = ray.remote(num_cpus=0, max_restarts=-1, max_concurrency=4)(EnvRunnerStateServer)
+            self._state_server = server.remote()
             self._share_state_server(remote_ids=None, local=True)
 
     def _share_state_server(self, remote_ids: list[int] | None, local: bool) -> None:
@@ -185,7 +186,8 @@ class LLMAlgorithm(Algorithm):
         """The Learner's weights (tagged with its ``weights_seq_no``) to the state server: one object in Ray's
         store, fetched by each EnvRunner only when it pulls a newer version."""
         with self.metrics.log_time((TIMERS, SYNCH_WORKER_WEIGHTS_TIMER)):
-            modules = [f"{COMPONENT_RL_MODULE}/{m}" for m in self._trained_modules] if self._trained_modules else [COMPONENT_RL_MODULE]
+            trained = self._trained_modules
+            modules = [f"{COMPONENT_RL_MODULE}/{m}" for m in trained] if trained else [COMPONENT_RL_MODULE]
             state = self.learner_group.get_state(
                 components=[f"{COMPONENT_LEARNER}/{m}" for m in modules], inference_only=True
             )[COMPONENT_LEARNER]

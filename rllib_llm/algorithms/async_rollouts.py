@@ -2,11 +2,12 @@
 
 RLlib's IMPALA/APPO pattern on the new API stack: every remote EnvRunner always has one ``sample()`` in
 flight (``EnvRunnerGroup.foreach_env_runner_async_fetch_ready``), finished rollouts go into a queue of whole
-groups, the Learner updates as soon as one iteration's worth of groups is there, and the new weights go to
-the EnvRunners every ``broadcast_interval`` updates, tagged with the Learner's ``weights_seq_no``. An
-EnvRunner applies them between rollouts (a Ray actor runs one call at a time), so a rollout that is running
-when new weights arrive finishes on the version it started with, and every episode records that version
-(:data:`~rllib_llm.columns.POLICY_VERSION`): a group never mixes versions.
+groups, the Learner updates as soon as one iteration's worth of groups is there, and every ``broadcast_interval``
+updates the new weights, tagged with the Learner's ``weights_seq_no``, go to RLlib's ``EnvRunnerStateServer``,
+from which each EnvRunner pulls the newest at the start of its next rollout (IMPALA/APPO's pull-based sync).
+A rollout that is running when new weights arrive finishes on the version it started with, and every episode
+records that version (:data:`~rllib_llm.columns.POLICY_VERSION`): a group never mixes versions. One rollout
+may feed several updates (``updates_per_rollout``).
 
 A group's *staleness* is how many Learner updates happened since the weights it was sampled with; groups
 more than ``max_staleness`` old are dropped (and counted) when the Learner takes its batch; with DAPO's

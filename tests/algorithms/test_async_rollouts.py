@@ -242,3 +242,36 @@ def test_async_rollouts_without_any_episode_stop_training_with_one_clear_error(r
             algo.train()
     finally:
         algo.stop()
+
+
+def test_a_restarted_env_runner_gets_the_state_server_and_pulls_the_newest_weights(ray_session):
+    """RLlib restarts a crashed remote EnvRunner between iterations; the new actor must get the state server's
+    handle again (as IMPALA re-shares it), or it would sample with its initial weights forever."""
+    import os
+
+    from tests.conftest import tiny_config
+
+    config = (
+        tiny_config()
+        .env_runners(num_env_runners=1, num_cpus_per_env_runner=0.5)
+        .fault_tolerance(restart_failed_env_runners=True)
+        .training(async_rollouts=True, max_staleness=10)
+    )
+    algo = config.build_algo()
+    try:
+        for _ in range(2):
+            algo.train()
+        algo.env_runner_group.foreach_env_runner(lambda runner: os._exit(1), local_env_runner=False,
+                                                 timeout_seconds=5)
+        for _ in range(6):
+            algo.train()
+            if algo.env_runner_group.num_healthy_remote_env_runners() == 1 and algo.policy_version >= 5:
+                break
+        [has_server] = algo.env_runner_group.foreach_env_runner(
+            lambda runner: runner._env_runner_state_server is not None, local_env_runner=False)
+        assert has_server
+        # Its rollouts were sampled with pulled weights, not the initial ones (version 0).
+        versions = {e.custom_data[POLICY_VERSION] for e in algo.training_episodes}
+        assert min(versions) > 0
+    finally:
+        algo.stop()
