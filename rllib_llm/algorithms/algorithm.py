@@ -211,9 +211,9 @@ class LLMAlgorithm(Algorithm):
     def _collect_rollouts(self, timeout_s: float) -> bool:
         """Fetches the rollouts that finished (waiting up to ``timeout_s``) into the queue, and starts a new
         ``sample()`` (``updates_per_rollout`` updates' worth of groups) on every healthy remote EnvRunner that
-        has none in flight. A rollout without episodes
-        counts towards :data:`MAX_EMPTY_SAMPLES` (as in lock-step training); a slow one does not: it is still
-        in flight. False (and one empty rollout counted) when no healthy runner has anything in flight."""
+        has none in flight. A rollout without episodes counts towards :data:`MAX_EMPTY_SAMPLES` (as in
+        lock-step training); a slow one does not: it is still in flight. False (and one empty rollout
+        counted) when no healthy runner has anything in flight."""
         group = self.env_runner_group
         results = group.foreach_env_runner_async_fetch_ready(
             func=functools.partial(_sample_with_metrics, updates=self.config.updates_per_rollout),

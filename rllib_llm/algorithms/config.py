@@ -310,7 +310,7 @@ class LLMConfig(AlgorithmConfig):
         super().training(**kwargs)
         if async_rollouts is True:  # RLlib's per-iteration connector-state sync asks every remote EnvRunner and
             # waits, i.e. for the rollout in flight; the LLM connectors keep no state, weights go by the state
-            # server (LLMAlgorithm._start_state_server). IMPALA skips that sync the same way.
+            # server (LLMAlgorithm.setup). IMPALA skips that sync the same way.
             self.env_runners(merge_env_runner_states=False, broadcast_env_runner_states=False)
         if clip_param is not NotProvided:
             self.clip_ratio_low = self.clip_ratio_high = clip_param
