@@ -35,10 +35,10 @@ RESULTS = ROOT / "benchmarks" / "results"
 WINDOW = 5
 #: RLlib's timer keys of one iteration (``result["timers"]``), as the report names them.
 PHASES = {"env_runner_sampling_timer": "sample", "learner_update_timer": "update", "synch_weights": "sync"}
-#: ``--backend vllm``: each engine (a run has two: the remote EnvRunner's and the driver's local one, which
-#: only evaluates) asks for a fixed 2 GiB KV cache instead of a share of the card measured while it starts, so
-#: engines of runs starting together cannot starve each other (notes/vllm.md); the carried vLLM has no
-#: flashinfer.
+#: ``--backend vllm``: each engine (a run has the remote EnvRunner's, and the driver's local one, built only for
+#: the final evaluation: generation/deferred.py) asks for a fixed 2 GiB KV cache instead of a share of the card
+#: measured while it starts, so engines of runs starting together cannot starve each other (notes/vllm.md); the
+#: carried vLLM has no flashinfer.
 VLLM_OPTIONS = {"gpu_memory_utilization": 0.05,
                 "engine_kwargs": {"attention_backend": "FLASH_ATTN", "max_model_len": 2048,
                                   "kv_cache_memory_bytes": 2 * 2**30}}
