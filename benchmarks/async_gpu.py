@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -298,7 +299,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--time-budget-s", type=float, default=1e9, help="run: stop training after this long")
     args = parser.parse_args(argv)
     for mode in [args.mode, *args.modes]:
-        if mode != "sync" and not (mode.startswith("async") and mode.removeprefix("async") in ("", *map(str, range(1, 10)))):
+        if not re.fullmatch(r"sync|async[1-9]?", mode):
             parser.error(f"mode {mode!r}: sync, async or asyncK (K in 1-9)")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     if args.step == "run":

@@ -155,14 +155,21 @@ def _resolve(spec: ModelSpec) -> tuple[str, dict[str, Any]]:
     kwargs: dict[str, Any] = {"trust_remote_code": spec.trust_remote_code}
     if spec.gguf_file:
         kwargs["gguf_file"] = spec.gguf_file
+    # The loaders called directly (scripts, notebooks) say a missing path or an unloadable Hub id at once too.
+    check_model_location(spec.name_or_path)
     path = Path(spec.name_or_path).expanduser()
-    if spec.name_or_path.startswith((".", "/", "~")) and not path.exists():
-        raise FileNotFoundError(f"Model path {spec.name_or_path!r} does not exist.")
-    # The loaders called directly (scripts, notebooks) say an unloadable Hub id at once too, not only a config.
-    unloadable = None if path.exists() else hub_model_error(spec.name_or_path)
+    return (str(path) if path.exists() else spec.name_or_path), kwargs
+
+
+def check_model_location(name: str) -> None:
+    """A local model path (``./``, ``/``, ``~``) must exist and a Hub id must be cached or reachable
+    (:func:`hub_model_error`): one ``FileNotFoundError`` line otherwise. The config checks it before Ray
+    starts; the loaders again for direct callers."""
+    if name.startswith((".", "/", "~")) and not Path(name).expanduser().exists():
+        raise FileNotFoundError(f"Model path {name!r} does not exist.")
+    unloadable = hub_model_error(name)
     if unloadable is not None:
         raise FileNotFoundError(unloadable)
-    return (str(path) if path.exists() else spec.name_or_path), kwargs
 
 
 _TRUE = ("1", "true", "yes", "on")

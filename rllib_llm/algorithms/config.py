@@ -17,7 +17,6 @@ three groups of settings, each with a builder method in RLlib's style::
 from __future__ import annotations
 
 import math
-from pathlib import Path
 from typing import Any
 
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig, NotProvided
@@ -42,7 +41,7 @@ from rllib_llm.algorithms.losses import KL_ESTIMATORS, LOSS_AGG_MODES, POLICY_LO
 from rllib_llm.env_connectors import default_env_to_module, default_module_to_env
 from rllib_llm.envs.registry import env_config_errors, env_name_errors
 from rllib_llm.generation import BACKENDS, SamplingParams
-from rllib_llm.models import ModelSpec, hub_model_error
+from rllib_llm.models import ModelSpec, check_model_location
 
 #: invalid_action_penalty_mode values (see LLMConfig.__init__).
 PENALTY_MODES = ("reward", "row")
@@ -427,11 +426,7 @@ class LLMConfig(AlgorithmConfig):
         name = spec.name_or_path
         if not isinstance(name, str):
             raise TypeError(f"model name_or_path must be a string, got {name!r}")
-        if name.startswith((".", "/", "~")) and not Path(name).expanduser().exists():
-            raise FileNotFoundError(f"model path {name!r} does not exist")
-        offline = hub_model_error(name)
-        if offline is not None:
-            raise FileNotFoundError(offline)
+        check_model_location(name)
 
     def _sampling_errors(self) -> list[str]:
         """The sampling dict's value types (SamplingParams checks the ranges, but a wrong type would fail
