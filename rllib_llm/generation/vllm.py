@@ -87,6 +87,8 @@ def avoid_missing_flashinfer() -> bool:
 
 #: Attention backends that run only in half precision (vLLM 0.24 refuses them at engine start otherwise).
 HALF_PRECISION_ATTENTION = ("FLASH_ATTN", "FLASHINFER")
+#: How a float32 engine can be spelled in ``engine_kwargs["dtype"]`` (vLLM takes "float" as float32 too).
+FLOAT32_NAMES = ("float32", "float", "torch.float32")
 
 
 def check_attention_dtype(engine_kwargs: Mapping[str, Any]) -> None:
@@ -94,7 +96,7 @@ def check_attention_dtype(engine_kwargs: Mapping[str, Any]) -> None:
     only in the engine's log): a half-precision attention backend with an fp32 engine, which is what an fp32
     module gives (the embedded model loads in fp32) unless ``inference_dtype`` says otherwise."""
     backend = str(engine_kwargs.get("attention_backend") or "").upper()
-    if backend in HALF_PRECISION_ATTENTION and str(engine_kwargs.get("dtype")) in ("float32", "torch.float32"):
+    if backend in HALF_PRECISION_ATTENTION and str(engine_kwargs.get("dtype")) in FLOAT32_NAMES:
         raise ValueError(f"vLLM's {backend} attention needs a bfloat16 or float16 engine, but the module is float32: "
                          f"set .llm(model={{..., 'inference_dtype': 'bfloat16'}}) or drop attention_backend")
 

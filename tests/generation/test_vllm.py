@@ -15,6 +15,7 @@ import torch
 from rllib_llm.generation import SamplingParams, make_backend
 from rllib_llm.generation import vllm as vllm_backend
 from rllib_llm.generation.vllm import (
+    check_attention_dtype,
     completion_request,
     map_finish_reason,
     parse_completion_choice,
@@ -25,6 +26,18 @@ from rllib_llm.generation.vllm import (
 from rllib_llm.generation.vllm_weights import choose_weight_sync, load_engine_weights, normalize_weight_names
 from rllib_llm.models import apply_lora, build_tiny_model
 from tests.fake_backends import FakeEngineModel, completion, install_fake_vllm
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float", torch.float32])
+def test_half_precision_attention_with_a_float32_engine_is_one_clear_error(dtype):
+    with pytest.raises(ValueError, match="needs a bfloat16 or float16 engine"):
+        check_attention_dtype({"attention_backend": "flash_attn", "dtype": dtype})
+
+
+@pytest.mark.parametrize("kwargs", [{"attention_backend": "FLASH_ATTN", "dtype": "bfloat16"},
+                                    {"attention_backend": "TRITON_ATTN", "dtype": "float32"}, {"dtype": "float"}])
+def test_attention_check_passes_engines_that_can_start(kwargs):
+    check_attention_dtype(kwargs)
 
 
 def test_sampling_kwargs_map_every_field_and_seed_each_request():
