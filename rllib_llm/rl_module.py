@@ -33,6 +33,7 @@ from typing import Any
 import torch
 from ray.rllib.core.rl_module.apis import InferenceOnlyAPI
 from ray.rllib.core.rl_module.torch import TorchRLModule
+from ray.rllib.utils.numpy import convert_to_numpy
 from ray.util import log_once
 
 from rllib_llm.columns import (
@@ -216,11 +217,15 @@ class LLMRLModule(TorchRLModule, InferenceOnlyAPI):
         same source by ``setup`` on every side, so a LoRA checkpoint holds the adapters (MBs, not the base
         model's hundreds of MBs), as peft saves them. ``frozen_weights=True`` returns every weight (to export a
         merged model, say)."""
-        state = super().get_state(components, not_components=not_components, inference_only=inference_only, **kwargs)
-        if not frozen_weights and (self.spec.lora is not None or self.spec.trainable_layers is not None):
-            frozen = {n for n, p in self.named_parameters(remove_duplicate=False) if not p.requires_grad}
-            state = {k: v for k, v in state.items() if k not in frozen}
-        return state
+        if frozen_weights or (self.spec.lora is None and self.spec.trainable_layers is None):
+            return super().get_state(components, not_components=not_components, inference_only=inference_only,
+                                     **kwargs)
+        # Selected before the copy to numpy (RLlib's get_state copies every weight): on a GPU, copying the
+        # frozen base to the host at every sync cost more than sending the adapters.
+        frozen = {n for n, p in self.named_parameters(remove_duplicate=False) if not p.requires_grad}
+        if inference_only and not self.inference_only:  # RLlib's rule: drop what only the Learner uses
+            frozen |= {n for n in self.state_dict() if n.split(".")[0] in self.get_non_inference_attributes()}
+        return convert_to_numpy({k: v for k, v in self.state_dict().items() if k not in frozen})
 
     def set_state(self, state: dict) -> None:
         """Loads full or partial (adapter-only) weights; keys this module does not have are an error."""

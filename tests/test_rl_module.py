@@ -62,6 +62,19 @@ def test_lora_trains_syncs_and_checkpoints_only_adapter_weights():
     np.testing.assert_allclose(other.get_state()[name], synced[name] + 1.0)
 
 
+def test_weight_sync_copies_only_the_adapters_to_numpy(monkeypatch):
+    """RLlib's get_state copies every weight to numpy; the frozen base must not travel to the host at a sync."""
+    import rllib_llm.rl_module as rl_module
+
+    module = build(model={"name_or_path": "tiny-random-llama", "lora": {"r": 4, "lora_alpha": 8}}, value_head=True)
+    converted: list[str] = []
+    real = rl_module.convert_to_numpy
+    monkeypatch.setattr(rl_module, "convert_to_numpy", lambda state: converted.extend(state) or real(state))
+    trainable = {n for n, p in module.named_parameters() if p.requires_grad}
+    assert set(module.get_state(inference_only=True)) == {n for n in trainable if not n.startswith("value_head.")}
+    assert set(converted) == {n for n in trainable if not n.startswith("value_head.")}
+    assert {"value_head.weight", "value_head.bias"} <= set(module.get_state())  # the Learner's checkpoint keeps it
+
 def test_adapter_only_state_restores_the_same_policy():
     lora = {"name_or_path": "tiny-random-llama", "lora": {"r": 4, "lora_alpha": 8}}
     trained = build(model=lora)
