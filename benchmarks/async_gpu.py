@@ -55,7 +55,8 @@ def build(args: argparse.Namespace, on_gpu: bool) -> Any:
 
     config, _ = load_tuned_example(ROOT / "tuned_examples" / "numberline_gigpo.py")
     config = config.copy(copy_frozen=False)
-    config.llm(model={**config.llm_model, "name_or_path": args.model})
+    config.llm(model={**config.llm_model, "name_or_path": args.model, "dtype": args.dtype,
+                      "inference_dtype": args.inference_dtype})
     # num_groups per EnvRunner: ``--runners`` runners play ``--num-groups`` groups per update between them.
     config.group_rollouts(num_groups=args.num_groups // args.runners, group_size=args.group_size)
     config.evaluation(evaluation_num_seeds=args.eval_seeds).debugging(seed=args.seed)
@@ -97,7 +98,8 @@ def run(args: argparse.Namespace) -> None:
     algo = build(args, on_gpu).build_algo()
     write("setup", mode=args.mode, seed=args.seed, device="cuda" if on_gpu else "cpu",
           gpu=torch.cuda.get_device_name(0) if on_gpu else None, num_groups=args.num_groups,
-          group_size=args.group_size, runners=args.runners, backend=args.backend)
+          group_size=args.group_size, runners=args.runners, backend=args.backend, dtype=args.dtype,
+          inference_dtype=args.inference_dtype)
     start = time.perf_counter()
     iteration = 0
     while iteration < args.iterations and time.perf_counter() - start < args.time_budget_s:
@@ -123,7 +125,8 @@ def start_all(args: argparse.Namespace) -> None:
     out.mkdir(parents=True, exist_ok=True)
     common = (f"--out {out} --iterations {args.iterations} --model {args.model} --num-groups {args.num_groups} "
               f"--group-size {args.group_size} --eval-seeds {args.eval_seeds} --ray-cpus {args.ray_cpus} "
-              f"--time-budget-s {args.time_budget_s} --runners {args.runners} --backend {args.backend}")
+              f"--time-budget-s {args.time_budget_s} --runners {args.runners} --backend {args.backend} "
+              f"--dtype {args.dtype}" + (f" --inference-dtype {args.inference_dtype}" if args.inference_dtype else ""))
     def cmd(mode: str, seed: int) -> str:
         return f"python3 {__file__} run --mode {mode} --seed {seed} {common} > {out}/log_{mode}_s{seed}.txt 2>&1 &\n"
 
@@ -290,6 +293,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--eval-seeds", type=int, default=64)
     parser.add_argument("--max-staleness", type=int, default=1)
     parser.add_argument("--backend", choices=("hf", "vllm"), default="hf", help="the EnvRunners' generation backend")
+    parser.add_argument("--dtype", default="float32", help="the Learner's weights (bfloat16: a faster update on a GPU)")
+    parser.add_argument("--inference-dtype", default=None, help="the EnvRunner's weights (default: --dtype)")
     parser.add_argument("--ray-cpus", type=int, default=3)
     parser.add_argument("--runners", type=int, default=1, help="remote EnvRunners (num_groups is split among them)")
     parser.add_argument("--detach", action="store_true")

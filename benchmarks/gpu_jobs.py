@@ -350,11 +350,12 @@ def collect(out: Path, dry: bool, envs: list[str], wait_s: float) -> None:
 
 
 def async_bar(out: Path, dry: bool, budget_s: float, seeds: list[int], iterations: int, wait_s: float,
-              pairs: bool = False, runners: int = 1, backend: str = "hf", modes: tuple[str, ...] = ("sync", "async")) -> None:
+              pairs: bool = False, runners: int = 1, backend: str = "hf", modes: tuple[str, ...] = ("sync", "async"),
+              dtype: str = "float32") -> None:
     """Issue 25's bar (benchmarks/async_gpu.py): sync and async runs of the main job at GPU size, one process
     per (mode, seed), all sharing the GPU, started detached on the first call; every call waits up to
     ``wait_s`` for them and, once they are done, writes ``async_h200.{json,md,png}`` and the logs into ``out``."""
-    arms = "" if tuple(modes) == ("sync", "async") else "_" + "_".join(modes)
+    arms = ("" if tuple(modes) == ("sync", "async") else "_" + "_".join(modes)) + ("" if dtype == "float32" else f"_{dtype}")
     folder = (Path("/tmp/gpu_dry") if dry else WORK) / f"async{'_pairs' if pairs else ''}_r{runners}_{backend}{arms}"
     model = "tiny-random-llama" if dry else "smollm2-135m-instruct"
     if not (folder / "runs.sh").is_file():
@@ -362,7 +363,7 @@ def async_bar(out: Path, dry: bool, budget_s: float, seeds: list[int], iteration
         sizes = "--num-groups 2 --group-size 2 --eval-seeds 4" if dry else "--num-groups 8 --group-size 4 --eval-seeds 64"
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "note.txt").write_text(
-            f"tuned_examples/numberline_gigpo.py as shipped at GPU size ({sizes}), generation backend {backend}, {runners} remote EnvRunner(s) "
+            f"tuned_examples/numberline_gigpo.py as shipped at GPU size ({sizes}), generation backend {backend}, weights {dtype}, {runners} remote EnvRunner(s) "
             f"(splitting the groups) + the Learner on one GPU, modes {' / '.join(modes)} (async: max_staleness 1, asyncK: K updates' "
             f"worth of groups a rollout and max_staleness 2K-1; broadcast every update, decoupled objective), seeds {seeds}, "
             + (f"one seed at a time, its runs side by side ({len(modes)} processes on the GPU)" if pairs else
@@ -370,7 +371,7 @@ def async_bar(out: Path, dry: bool, budget_s: float, seeds: list[int], iteration
             + f", at most {iterations} iterations or {budget_s:.0f} s of training each.")
         sh(f"python3 benchmarks/async_gpu.py all --out {folder} --seeds {' '.join(map(str, seeds))} --iterations "
            f"{iterations} --model {model} {sizes} --time-budget-s {budget_s:.0f} --detach{' --pairs' if pairs else ''} --runners {runners} --backend {backend} "
-           f"--modes {' '.join(modes)}")
+           f"--modes {' '.join(modes)} --dtype {dtype}")
     deadline = time.monotonic() + wait_s
     while not (folder / "done").is_file() and time.monotonic() < deadline:
         time.sleep(5)
@@ -542,6 +543,7 @@ def main() -> int:
     parser.add_argument("--pairs", action="store_true", help="async: one seed's runs (every mode) at a time")
     parser.add_argument("--modes", nargs="+", default=["sync", "async"], help="async: sync, async, asyncK (async_gpu.py)")
     parser.add_argument("--runners", type=int, default=1, help="async: remote EnvRunners per run")
+    parser.add_argument("--dtype", default="float32", help="async: the Learner's and EnvRunner's weights")
     parser.add_argument("--backend", choices=("hf", "vllm"), default="hf",
                         help="async: the generation backend (vllm: after `source .gpu/install.sh`)")
     parser.add_argument("--wait-s", type=float, default=540.0, help="collect: the longest wait in this call")
@@ -573,7 +575,7 @@ def main() -> int:
                               args.detach),
      "collect": lambda: collect(args.out, args.dry_run, args.envs, args.wait_s),
      "async": lambda: async_bar(args.out, args.dry_run, args.budget_s, args.seeds or [0, 1, 2], args.iterations,
-                                args.wait_s, args.pairs, args.runners, args.backend, tuple(args.modes)),
+                                args.wait_s, args.pairs, args.runners, args.backend, tuple(args.modes), args.dtype),
      "examples": lambda: examples(args.out, args.dry_run, args.budget_s, args.seeds or [0, 1], args.iterations,
                                   args.examples, args.wait_s),
      "examples-report": lambda: examples_report(args.folder, args.out, note=args.note),

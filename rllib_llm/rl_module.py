@@ -61,6 +61,13 @@ RLMODULE_CONFIG_NOTICE = "RLModule(config=[RLModuleConfig object])"
 log_once(RLMODULE_CONFIG_NOTICE)
 
 
+def weights_to_numpy(state: dict[str, torch.Tensor]) -> dict[str, Any]:
+    """RLlib's ``convert_to_numpy`` for a state dict, with bfloat16 tensors upcast to float32 first: numpy has no
+    bfloat16 (RLlib's raises ``TypeError: Got unsupported ScalarType BFloat16``), the upcast is exact, and
+    ``set_state`` casts back into the receiving module's dtype."""
+    return convert_to_numpy({k: v.float() if v.dtype == torch.bfloat16 else v for k, v in state.items()})
+
+
 @contextmanager
 def capture_lm_head_input(model: torch.nn.Module) -> Iterator[list[torch.Tensor]]:
     """Collects the hidden states the LM head is called on (the kept positions only, after the final norm).
@@ -216,16 +223,16 @@ class LLMRLModule(TorchRLModule, InferenceOnlyAPI):
         sent at each sync and what checkpoints hold. Frozen weights are the pretrained ones, rebuilt from the
         same source by ``setup`` on every side, so a LoRA checkpoint holds the adapters (MBs, not the base
         model's hundreds of MBs), as peft saves them. ``frozen_weights=True`` returns every weight (to export a
-        merged model, say)."""
-        if frozen_weights or (self.spec.lora is None and self.spec.trainable_layers is None):
-            return super().get_state(components, not_components=not_components, inference_only=inference_only,
-                                     **kwargs)
-        # Selected before the copy to numpy (RLlib's get_state copies every weight): on a GPU, copying the
-        # frozen base to the host at every sync cost more than sending the adapters.
-        frozen = {n for n, p in self.named_parameters(remove_duplicate=False) if not p.requires_grad}
-        if inference_only and not self.inference_only:  # RLlib's rule: drop what only the Learner uses
-            frozen |= {n for n in self.state_dict() if n.split(".")[0] in self.get_non_inference_attributes()}
-        return convert_to_numpy({k: v for k, v in self.state_dict().items() if k not in frozen})
+        merged model, say). ``inference_only`` drops what only the Learner uses (the value head), as RLlib's
+        ``TorchRLModule.get_state`` does; unlike it, the weights left out are never copied to the host, and
+        bfloat16 weights travel (see :func:`weights_to_numpy`)."""
+        state = self.state_dict()
+        left_out: set[str] = set()
+        if not frozen_weights and (self.spec.lora is not None or self.spec.trainable_layers is not None):
+            left_out = {n for n, p in self.named_parameters(remove_duplicate=False) if not p.requires_grad}
+        if inference_only and not self.inference_only:
+            left_out |= {n for n in state if n.split(".")[0] in self.get_non_inference_attributes()}
+        return weights_to_numpy({k: v for k, v in state.items() if k not in left_out})
 
     def set_state(self, state: dict) -> None:
         """Loads full or partial (adapter-only) weights; keys this module does not have are an error."""

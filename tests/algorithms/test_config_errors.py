@@ -19,6 +19,7 @@ from tests.conftest import tiny_config
         (lambda c: c.generation(backend="tgi"), "generation_backend must be one of"),
         (lambda c: c.training(kl_coeff=-1.0), "kl_coeff must be >= 0"),
         (lambda c: c.group_rollouts(response_prefix=None), "response_prefix must be a string"),
+        (lambda c: c.llm(dtype="bfloat16"), "dtype 'bfloat16' would train the weights themselves in half precision"),
     ],
 )
 def test_invalid_fields_are_reported_by_name(change, message):
@@ -78,3 +79,8 @@ def test_naming_another_env_starts_its_env_config_afresh_and_the_same_env_merges
     moved = config.copy(copy_frozen=False).environment("Sokoban", env_config={"dim_room": [6, 6]})
     assert moved.env_config == {"dim_room": [6, 6]}  # not NumberLine's keys, which Sokoban would refuse
     moved.validate()
+
+
+def test_half_precision_weights_are_fine_with_lora_adapters():
+    config = tiny_config().llm(dtype="bfloat16", lora={"r": 4, "lora_alpha": 8})
+    config.validate()

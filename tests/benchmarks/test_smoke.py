@@ -6,6 +6,7 @@ still runs end to end and that its JSON has the expected shape.
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import json
 from pathlib import Path
@@ -129,6 +130,18 @@ def test_memory_rss(tmp_path):
     (row,) = results["rows"]
     assert row["group_size"] == 2 and row["episodes"] == 2 and row["env_steps"] > 0
     assert row["peak_mb"] >= row["after_build_mb"] >= row["after_imports_mb"] > 0
+
+
+def test_async_gpu_runs_take_the_weights_dtype_and_the_async_mode():
+    from benchmarks.async_gpu import build, main
+
+    with pytest.raises(SystemExit):
+        main(["run", "--mode", "asyncx"])
+    args = argparse.Namespace(model="tiny-random-llama", num_groups=2, group_size=2, runners=1, eval_seeds=4, seed=0,
+                              backend="hf", mode="async2", max_staleness=1, dtype="bfloat16", inference_dtype=None)
+    config = build(args, on_gpu=False)
+    assert config.llm_model["dtype"] == "bfloat16" and config.llm_model["inference_dtype"] is None
+    assert config.async_rollouts and config.updates_per_rollout == 2 and config.max_staleness == 3
 
 
 def test_async_gpu_report_compares_every_async_mode_with_sync_seed_by_seed(tmp_path):
