@@ -75,6 +75,7 @@ def test_weight_sync_copies_only_the_adapters_to_numpy(monkeypatch):
     assert set(converted) == {n for n in trainable if not n.startswith("value_head.")}
     assert {"value_head.weight", "value_head.bias"} <= set(module.get_state())  # the Learner's checkpoint keeps it
 
+
 def test_bfloat16_weights_sync_exactly():
     """numpy has no bfloat16 (RLlib's convert_to_numpy raises): a bf16 EnvRunner module's state (the local
     runner's deferred engine syncs from it) travels as float32 and loads back bit for bit."""
@@ -88,6 +89,7 @@ def test_bfloat16_weights_sync_exactly():
     other.set_state(state)
     for (name, a), b in zip(module.state_dict().items(), other.state_dict().values(), strict=True):
         assert b.dtype == torch.bfloat16 and torch.equal(a, b), name
+
 
 def test_adapter_only_state_restores_the_same_policy():
     lora = {"name_or_path": "tiny-random-llama", "lora": {"r": 4, "lora_alpha": 8}}

@@ -404,17 +404,16 @@ class LLMConfig(AlgorithmConfig):
                 f"num_learners={self.num_learners} needs at least as many groups per iteration, got {groups} "
                 "(num_groups x num_env_runners): each Learner trains on whole groups",
             )
-        model = self.llm_model if isinstance(self.llm_model, dict) else {}  # a malformed one: ModelSpec says so below
-        dtype = model.get("dtype", "float32")
-        check(dtype not in ("bfloat16", "float16") or model.get("lora") is not None,
-              f"model dtype {dtype!r} would train the weights themselves in half precision (Adam steps under ~1/256 "
-              "of a weight round away, and RLlib cannot checkpoint a half-precision optimizer state): keep dtype "
-              "'float32' (inference_dtype 'bfloat16' for generation) or train LoRA adapters (kept in float32)")
         sampling_errors = self._sampling_errors()
         errors.extend(sampling_errors)
         errors.extend(self._algorithm_errors())
         try:
-            self._check_model_path(ModelSpec.from_any(self.llm_model))
+            spec = ModelSpec.from_any(self.llm_model)
+            check(spec.dtype == "float32" or spec.lora is not None,
+                  f"model dtype {spec.dtype!r} would train the weights themselves in half precision (Adam steps under "
+                  "~1/256 of a weight round away, and RLlib cannot checkpoint a half-precision optimizer state): keep "
+                  "dtype 'float32' (inference_dtype 'bfloat16' for generation) or train LoRA adapters (kept in float32)")
+            self._check_model_path(spec)
         except (TypeError, ValueError, FileNotFoundError) as e:
             errors.append(str(e))
         try:
