@@ -60,6 +60,8 @@ def build(args: argparse.Namespace, on_gpu: bool) -> Any:
     # num_groups per EnvRunner: ``--runners`` runners play ``--num-groups`` groups per update between them.
     config.group_rollouts(num_groups=args.num_groups // args.runners, group_size=args.group_size)
     config.evaluation(evaluation_num_seeds=args.eval_seeds).debugging(seed=args.seed)
+    if getattr(args, "logprob_batch_size", None):
+        config.training(logprob_batch_size=args.logprob_batch_size)
     config.env_runners(num_env_runners=args.runners, num_cpus_per_env_runner=1)
     if on_gpu:
         config.learners(num_gpus_per_learner=0.5).env_runners(num_gpus_per_env_runner=0.5 / args.runners)
@@ -126,7 +128,8 @@ def start_all(args: argparse.Namespace) -> None:
     common = (f"--out {out} --iterations {args.iterations} --model {args.model} --num-groups {args.num_groups} "
               f"--group-size {args.group_size} --eval-seeds {args.eval_seeds} --ray-cpus {args.ray_cpus} "
               f"--time-budget-s {args.time_budget_s} --runners {args.runners} --backend {args.backend} "
-              f"--dtype {args.dtype}" + (f" --inference-dtype {args.inference_dtype}" if args.inference_dtype else ""))
+              f"--dtype {args.dtype}" + (f" --inference-dtype {args.inference_dtype}" if args.inference_dtype else "")
+              + (f" --logprob-batch-size {args.logprob_batch_size}" if args.logprob_batch_size else ""))
     def cmd(mode: str, seed: int) -> str:
         return f"python3 {__file__} run --mode {mode} --seed {seed} {common} > {out}/log_{mode}_s{seed}.txt 2>&1 &\n"
 
@@ -295,6 +298,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--backend", choices=("hf", "vllm"), default="hf", help="the EnvRunners' generation backend")
     parser.add_argument("--dtype", default="float32", help="the Learner's weights (bfloat16: a faster update on a GPU)")
     parser.add_argument("--inference-dtype", default=None, help="the EnvRunner's weights (default: --dtype)")
+    parser.add_argument("--logprob-batch-size", type=int, default=None,
+                        help="rows per no-grad pass of the Learner connectors (default: the minibatch)")
     parser.add_argument("--ray-cpus", type=int, default=3)
     parser.add_argument("--runners", type=int, default=1, help="remote EnvRunners (num_groups is split among them)")
     parser.add_argument("--detach", action="store_true")

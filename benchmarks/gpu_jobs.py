@@ -351,11 +351,12 @@ def collect(out: Path, dry: bool, envs: list[str], wait_s: float) -> None:
 
 def async_bar(out: Path, dry: bool, budget_s: float, seeds: list[int], iterations: int, wait_s: float,
               pairs: bool = False, runners: int = 1, backend: str = "hf", modes: tuple[str, ...] = ("sync", "async"),
-              dtype: str = "float32") -> None:
+              dtype: str = "float32", logprob_batch_size: int | None = None) -> None:
     """Issue 25's bar (benchmarks/async_gpu.py): sync and async runs of the main job at GPU size, one process
     per (mode, seed), all sharing the GPU, started detached on the first call; every call waits up to
     ``wait_s`` for them and, once they are done, writes ``async_h200.{json,md,png}`` and the logs into ``out``."""
-    arms = ("" if tuple(modes) == ("sync", "async") else "_" + "_".join(modes)) + ("" if dtype == "float32" else f"_{dtype}")
+    arms = (("" if tuple(modes) == ("sync", "async") else "_" + "_".join(modes)) + ("" if dtype == "float32" else f"_{dtype}")
+            + (f"_lp{logprob_batch_size}" if logprob_batch_size else ""))
     folder = (Path("/tmp/gpu_dry") if dry else WORK) / f"async{'_pairs' if pairs else ''}_r{runners}_{backend}{arms}"
     model = "tiny-random-llama" if dry else "smollm2-135m-instruct"
     if not (folder / "runs.sh").is_file():
@@ -371,7 +372,8 @@ def async_bar(out: Path, dry: bool, budget_s: float, seeds: list[int], iteration
             + f", at most {iterations} iterations or {budget_s:.0f} s of training each.")
         sh(f"python3 benchmarks/async_gpu.py all --out {folder} --seeds {' '.join(map(str, seeds))} --iterations "
            f"{iterations} --model {model} {sizes} --time-budget-s {budget_s:.0f} --detach{' --pairs' if pairs else ''} --runners {runners} --backend {backend} "
-           f"--modes {' '.join(modes)} --dtype {dtype}")
+           f"--modes {' '.join(modes)} --dtype {dtype}"
+           + (f" --logprob-batch-size {logprob_batch_size}" if logprob_batch_size else ""))
     deadline = time.monotonic() + wait_s
     while not (folder / "done").is_file() and time.monotonic() < deadline:
         time.sleep(5)
@@ -382,6 +384,29 @@ def async_bar(out: Path, dry: bool, budget_s: float, seeds: list[int], iteration
         sh(f"python3 benchmarks/async_gpu.py report {folder} --results-dir {out} --stem {stem}", check=False)
         with tarfile.open(out / f"{stem}_logs.tar.gz", "w:gz") as tar:
             tar.add(folder, arcname=folder.name)
+
+
+def learner_bench(out: Path, dry: bool) -> None:
+    """Where a Learner update goes (benchmarks/learner_update.py), this tree and, with a carried
+    ``.carry/before.tar.gz`` (``git archive`` of the commit before the reference column), the tree before, one
+    after the other on the same GPU; the report is ``learner_update_h200.{json,md}`` in ``out``."""
+    model = "tiny-random-llama" if dry else "smollm2-135m-instruct"
+    sizes = "--num-groups 2 --group-size 2 --repeats 1" if dry else ""
+    prepare(model, dry)
+    sh(f"python3 benchmarks/learner_update.py --out {out}/learner_update --model {model} {sizes}")
+    before_json = None
+    if (ROOT / ".carry" / "before.tar.gz").is_file() and not dry:
+        before = Path("/root/before")
+        if not (before / "rllib_llm").is_dir():
+            before.mkdir(parents=True, exist_ok=True)
+            with tarfile.open(ROOT / ".carry" / "before.tar.gz") as tar:
+                tar.extractall(before, filter="tar")
+        shutil.copy(RUN_ROOT / "benchmarks" / "learner_update.py", before / "benchmarks" / "learner_update.py")
+        sh(f"cd {before} && PYTHONPATH={SITE}:{before} python3 benchmarks/learner_update.py --out {out}/learner_update_before "
+           f"--model {model} --settings shipped --no-profile", check=False)
+        before_json = out / "learner_update_before" / "learner_update.json"
+    sh(f"python3 benchmarks/learner_update.py --report {out}/learner_update/learner_update.json --results-dir {out}"
+       + (f" --before {before_json}" if before_json and before_json.is_file() else ""))
 
 
 def examples_report(folder: Path, results: Path, stem: str = "gpu_examples", note: str = "") -> dict:
@@ -526,7 +551,7 @@ def examples(out: Path, dry: bool, budget_s: float, seeds: list[int], iterations
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("step", choices=("setup", "stage", "job1", "job2", "sweep", "bar", "collect", "multiagent", "async",
-                                         "examples", "examples-report"))
+                                         "examples", "examples-report", "learner"))
     parser.add_argument("--variants", nargs="+", default=["base"], help="sweep: gpu_sweep.py variants")
     parser.add_argument("--procs", type=int, default=12, help="sweep: processes sharing the GPU")
     parser.add_argument("--seeds", type=int, nargs="+", default=None,
@@ -544,6 +569,8 @@ def main() -> int:
     parser.add_argument("--modes", nargs="+", default=["sync", "async"], help="async: sync, async, asyncK (async_gpu.py)")
     parser.add_argument("--runners", type=int, default=1, help="async: remote EnvRunners per run")
     parser.add_argument("--dtype", default="float32", help="async: the Learner's and EnvRunner's weights")
+    parser.add_argument("--logprob-batch-size", type=int, default=None,
+                        help="async: rows per no-grad pass of the Learner connectors (default: the minibatch)")
     parser.add_argument("--backend", choices=("hf", "vllm"), default="hf",
                         help="async: the generation backend (vllm: after `source .gpu/install.sh`)")
     parser.add_argument("--wait-s", type=float, default=540.0, help="collect: the longest wait in this call")
@@ -575,10 +602,12 @@ def main() -> int:
                               args.detach),
      "collect": lambda: collect(args.out, args.dry_run, args.envs, args.wait_s),
      "async": lambda: async_bar(args.out, args.dry_run, args.budget_s, args.seeds or [0, 1, 2], args.iterations,
-                                args.wait_s, args.pairs, args.runners, args.backend, tuple(args.modes), args.dtype),
+                                args.wait_s, args.pairs, args.runners, args.backend, tuple(args.modes), args.dtype,
+                                args.logprob_batch_size),
      "examples": lambda: examples(args.out, args.dry_run, args.budget_s, args.seeds or [0, 1], args.iterations,
                                   args.examples, args.wait_s),
      "examples-report": lambda: examples_report(args.folder, args.out, note=args.note),
+     "learner": lambda: learner_bench(args.out, args.dry_run),
      "multiagent": lambda: multiagent(args.out, args.dry_run, args.budget_s, args.seeds or [0, 1], args.iterations,
                                       args.example, json.loads(args.env_variants) if args.env_variants else None),
      }[args.step]()

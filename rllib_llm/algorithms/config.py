@@ -33,6 +33,7 @@ from rllib_llm.algorithms.learner_connectors import (
     ComputeAdvantages,
     FlattenSteps,
     ProximalLogProbs,
+    ReferenceLogProbs,
     StepsToTokenBatch,
     estimator_needs,
     shaping_connectors,
@@ -116,6 +117,10 @@ class LLMConfig(AlgorithmConfig):
         #: micro-batches accumulate their gradients into one optimizer step, weighted so the step equals the
         #: whole minibatch's (verl's ppo_micro_batch_size_per_gpu, TRL's gradient accumulation).
         self.micro_batch_size: int | None = None
+        #: Rows per no-grad forward pass of the Learner connectors (reference and proximal log-probs, values):
+        #: verl's log_prob_micro_batch_size_per_gpu. None: micro_batch_size, else the minibatch (whose training
+        #: pass fits, so this one does). Larger is faster where passes are launch-bound (small models on a GPU).
+        self.logprob_batch_size: int | None = None
         self.advantage_estimator = "gigpo"
         self.step_advantage_weight = 1.0
         self.advantage_norm = "std"
@@ -288,6 +293,7 @@ class LLMConfig(AlgorithmConfig):
         overlong_penalty_factor: float = NotProvided,
         weight_decay: float = NotProvided,
         micro_batch_size: int | None = NotProvided,
+        logprob_batch_size: int | None = NotProvided,
         async_rollouts: bool = NotProvided,
         max_staleness: int = NotProvided,
         broadcast_interval: int = NotProvided,
@@ -302,7 +308,8 @@ class LLMConfig(AlgorithmConfig):
         Estimators (``advantage_estimator``): ``grpo``, ``gigpo``, ``rloo``, ``reinforce_pp``, ``gae``
         (PPO with a critic); policy losses (``policy_loss``): ``ppo`` (token ratios), ``gspo`` (sequence
         ratios). ``micro_batch_size`` bounds the rows of one forward/backward pass (gradient accumulation
-        within a minibatch: memory, not the update, changes). ``async_rollouts`` lets EnvRunners sample while
+        within a minibatch: memory, not the update, changes); ``logprob_batch_size`` the rows of the Learner
+        connectors' no-grad passes (reference and proximal log-probs, values). ``async_rollouts`` lets EnvRunners sample while
         the Learner updates (``max_staleness``, ``broadcast_interval``, ``updates_per_rollout``,
         ``off_policy_correction``, ``behaviour_weight_cap``; notes/async.md). See notes/algorithms.md for every field.
         """
@@ -341,6 +348,7 @@ class LLMConfig(AlgorithmConfig):
             overlong_penalty_factor=overlong_penalty_factor,
             weight_decay=weight_decay,
             micro_batch_size=micro_batch_size,
+            logprob_batch_size=logprob_batch_size,
             async_rollouts=async_rollouts,
             max_staleness=max_staleness,
             broadcast_interval=broadcast_interval,
@@ -354,6 +362,12 @@ class LLMConfig(AlgorithmConfig):
     def uses_critic(self) -> bool:
         """Whether the estimator needs state values (then the RLModule gets a value head)."""
         return self.advantage_estimator in ADVANTAGE_ESTIMATORS and NEED_VALUES in estimator_needs(self)
+
+    @property
+    def logprob_rows(self) -> int | None:
+        """Rows per no-grad pass of the Learner connectors (``logprob_batch_size``'s default resolved;
+        None: the whole batch in one pass)."""
+        return self.logprob_batch_size or self.micro_batch_size or self.minibatch_size
 
     @property
     def uses_reference(self) -> bool:
@@ -529,6 +543,7 @@ class LLMConfig(AlgorithmConfig):
         flag("gradient_checkpointing")
         number("weight_decay", 0)
         number("micro_batch_size", 1, optional=True, integer=True)
+        number("logprob_batch_size", 1, optional=True, integer=True)
         number("grad_clip", 0, optional=True, low_open=True)
         number("evaluation_seed_offset", 0, integer=True)
         if not isinstance(self.lr, list):  # a list is an RLlib lr schedule, which RLlib checks
@@ -601,7 +616,8 @@ class LLMConfig(AlgorithmConfig):
                 *shaping_connectors(self),
                 ComputeAdvantages(config=self),
                 *user,
-                *([ProximalLogProbs()] if self.async_rollouts and self.off_policy_correction == "decoupled" else []),
+                *([ReferenceLogProbs(config=self)] if self.kl_coeff > 0 else []),
+                *([ProximalLogProbs(config=self)] if self.async_rollouts and self.off_policy_correction == "decoupled" else []),
                 StepsToTokenBatch(),
                 NumpyToTensor(as_learner_connector=True, device=device),
             ],

@@ -26,6 +26,7 @@ from rllib_llm.columns import (
     LOGP,
     OLD_VALUES,
     PROX_LOGP,
+    REF_LOGP,
     RESPONSE_MASK,
     VALUE_TARGETS,
     VALUES,
@@ -167,8 +168,10 @@ class LLMLearner(TorchLearner):
             loss = loss + config.vf_loss_coeff * shares.rows * vf_loss
             stats.update(vf_stats, vf_loss=vf_loss.detach())
         if config.kl_coeff > 0:
-            ref_logp = self.module[module_id].unwrapped().reference_logprobs(batch)
-            kl = aggregate(kl_penalty(logp, ref_logp, config.kl_estimator), mask, config.loss_agg_mode)
+            if REF_LOGP not in batch:
+                raise KeyError(f"kl_coeff > 0 but module {module_id!r}'s batch has no {REF_LOGP!r} column: the learner "
+                               "pipeline needs ReferenceLogProbs (LLMConfig.build_learner_connector adds it)")
+            kl = aggregate(kl_penalty(logp, batch[REF_LOGP], config.kl_estimator), mask, config.loss_agg_mode)
             loss = loss + config.kl_coeff * shares.agg * kl
             stats["kl"] = kl.detach()
         entropy = aggregate(fwd_out[ENTROPY], mask, "token-mean")

@@ -3,7 +3,7 @@
 The pipeline (built by :meth:`LLMConfig.build_learner_connector`, and by the multi-agent config with
 :class:`~rllib_llm.multi_agent.learner_connectors.FlattenAgentSteps` first) is
 ``FlattenSteps -> [InvalidActionPenalty] -> [OverlongPenalty] -> ComputeAdvantages -> [user pieces] ->
-StepsToTokenBatch -> NumpyToTensor``. Every piece reads and writes the batch, as RLlib's own learner
+[ReferenceLogProbs] -> [ProximalLogProbs] -> StepsToTokenBatch -> NumpyToTensor``. Every piece reads and writes the batch, as RLlib's own learner
 connectors do: ``batch[module_id]`` holds the module's *step columns* (one row per env step, in episode
 order; names in :mod:`rllib_llm.columns`, section 5) until :class:`StepsToTokenBatch` turns them into the
 padded token columns the RLModule's ``forward_train`` and the loss read. A user piece between the advantages
@@ -61,6 +61,7 @@ from rllib_llm.columns import (
     OLD_VALUES,
     PROMPT,
     PROX_LOGP,
+    REF_LOGP,
     RESPONSE,
     RESPONSE_MASK,
     REWARDS,
@@ -73,7 +74,7 @@ from rllib_llm.vision import image_columns
 UNINFORMATIVE_GROUP_FRACTION = "uninformative_group_fraction"
 #: What estimators may need from the model, computed as step columns of these names before they run.
 NEED_VALUES = "values"
-NEED_REF_LOGP = "ref_logp"
+NEED_REF_LOGP = REF_LOGP  # the Learner's column too (ReferenceLogProbs keeps it)
 
 #: Step columns: {name: one value per step}; numpy arrays, or lists for token ids, anchors and images.
 StepColumns = dict[str, Any]
@@ -182,24 +183,27 @@ def learner_module(rl_module: Any, module_id: str) -> Any:
 
 
 def module_pass(
-    module: Any, columns: StepColumns, fn: Callable[[dict], torch.Tensor], chunk_size: int = 32
+    module: Any, columns: StepColumns, fn: Callable[[dict], torch.Tensor], chunk_size: int | None = 32
 ) -> np.ndarray:
-    """``fn`` (a no-grad [B, R] model output) over the steps' token batch in chunks of rows, as float64."""
+    """``fn`` (a no-grad [B, R] model output) over the steps' token batch in chunks of ``chunk_size`` rows
+    (None: one pass), as float64."""
     batch = pad_token_batch(columns, module.tokenizer.pad_token_id)
     device = next(module.parameters()).device
     outputs = []
+    rows = num_rows(columns)
+    chunk_size = chunk_size or max(rows, 1)
     with torch.no_grad():
-        for start in range(0, num_rows(columns), chunk_size):
+        for start in range(0, rows, chunk_size):
             chunk = {k: torch.as_tensor(v[start : start + chunk_size], device=device) for k, v in batch.items()}
             outputs.append(fn(chunk).double().cpu().numpy())
     width = batch[RESPONSE_MASK].shape[1]
     return np.concatenate(outputs) if outputs else np.zeros((0, width))
 
 
-#: What an estimator may need -> how to compute it from (module, step columns).
-MODULE_OUTPUTS: dict[str, Callable[[Any, StepColumns], np.ndarray]] = {
-    NEED_VALUES: lambda module, columns: module_pass(module, columns, module.values),
-    NEED_REF_LOGP: lambda module, columns: module_pass(module, columns, module.reference_logprobs),
+#: What an estimator may need -> how to compute it from (module, step columns, rows per pass).
+MODULE_OUTPUTS: dict[str, Callable[[Any, StepColumns, int | None], np.ndarray]] = {
+    NEED_VALUES: lambda module, columns, rows: module_pass(module, columns, module.values, rows),
+    NEED_REF_LOGP: lambda module, columns, rows: module_pass(module, columns, module.reference_logprobs, rows),
 }
 
 
@@ -379,7 +383,7 @@ class ComputeAdvantages(ConnectorV2):
     """Runs the configured advantage estimator over every module's steps at once (the rows of all modules
     one after another, so a group that spans modules is normalized as one) and writes each module's
     ``advantages`` column, plus any per-row column the estimator added. Model outputs the estimator needs
-    are computed first, which takes a single module."""
+    are computed first, which takes a single module, and kept as columns (``ref_logp`` reaches the Learner)."""
 
     def __init__(self, input_observation_space=None, input_action_space=None, *, config: Any, **kwargs: Any) -> None:
         super().__init__(input_observation_space, input_action_space, **kwargs)
@@ -401,9 +405,9 @@ class ComputeAdvantages(ConnectorV2):
         columns = concat_columns([batch[m] for m in module_ids])
         if np.any(np.diff(columns[EPISODE_INDEX]) < 0):
             raise ValueError("Step columns must hold whole episodes in ascending episode_index order (module by module).")
-        for need in self.needs:
-            columns[need] = MODULE_OUTPUTS[need](learner_module(rl_module, module_ids[0]), columns)
         before = set(columns)
+        for need in self.needs:
+            columns[need] = MODULE_OUTPUTS[need](learner_module(rl_module, module_ids[0]), columns, self.config.logprob_rows)
         advantages = np.asarray(self.estimator(columns, self.config), dtype=np.float32)
         added = {k: columns[k] for k in set(columns) - before}
         bounds = np.cumsum([0] + [num_rows(batch[m]) for m in module_ids])
@@ -419,25 +423,47 @@ class ComputeAdvantages(ConnectorV2):
         return batch
 
 
+class ReferenceLogProbs(ConnectorV2):
+    """KL to the reference (``kl_coeff > 0``): writes each module's ``ref_logp`` column, the response tokens'
+    log-probs under the frozen reference policy, once per training batch in passes of ``logprob_batch_size``
+    rows (verl's ``compute_ref_log_prob``), not once per minibatch and epoch inside the loss. A column an
+    earlier piece wrote (REINFORCE++'s KL reward needs the same numbers) is kept."""
+
+    def __init__(self, input_observation_space=None, input_action_space=None, *, config: Any, **kwargs: Any) -> None:
+        super().__init__(input_observation_space, input_action_space, **kwargs)
+        self.rows = config.logprob_rows
+
+    def __call__(self, *, rl_module, batch, episodes, explore=None, shared_data=None, metrics=None, **kwargs):
+        for module_id, columns in batch.items():
+            if REF_LOGP not in columns:
+                module = learner_module(rl_module, module_id)
+                columns[REF_LOGP] = module_pass(module, columns, module.reference_logprobs, self.rows)
+            columns[REF_LOGP] = np.asarray(columns[REF_LOGP], dtype=np.float32)
+        return batch
+
+
 class ProximalLogProbs(ConnectorV2):
     """Asynchronous rollouts: writes each module's ``prox_logp`` column, the response tokens' log-probs under
     the Learner's policy as it is before this update (no grad), the proximal policy of the decoupled PPO
     objective (:func:`~rllib_llm.algorithms.losses.behaviour_weights`). The recorded ``action_logp`` stay the
     behaviour policy's: the loss weighs each token by their truncated ratio."""
 
+    def __init__(self, input_observation_space=None, input_action_space=None, *, config: Any, **kwargs: Any) -> None:
+        super().__init__(input_observation_space, input_action_space, **kwargs)
+        self.rows = config.logprob_rows
+
     def __call__(self, *, rl_module, batch, episodes, explore=None, shared_data=None, metrics=None, **kwargs):
         for module_id, columns in batch.items():
             module = learner_module(rl_module, module_id)
-            columns[PROX_LOGP] = module_pass(module, columns, lambda chunk, m=module: m.logprobs(chunk)[0]).astype(
-                np.float32
-            )
+            logp = module_pass(module, columns, lambda chunk, m=module: m.logprobs(chunk)[0], self.rows)
+            columns[PROX_LOGP] = logp.astype(np.float32)
         return batch
 
 
 #: Step columns that only serve the pieces before the token batch (the Learner never reads them).
 STEP_BOOKKEEPING = frozenset(
     {REWARDS, EPISODE_INDEX, GROUP_INDEX, ANCHOR_INDEX, ANCHOR, VALID, PROMPT, RESPONSE, IMAGES, AGENT_ID,
-     NEED_VALUES, NEED_REF_LOGP}
+     NEED_VALUES}
 )
 
 

@@ -15,7 +15,7 @@ from rllib_llm.algorithms.advantages import (
     reinforce_pp_advantages,
 )
 from rllib_llm.algorithms.learner_connectors import overlong_penalty
-from rllib_llm.columns import ADVANTAGES, EPISODE_INDEX, GROUP_INDEX, OLD_VALUES, REWARDS, VALUE_TARGETS
+from rllib_llm.columns import ADVANTAGES, EPISODE_INDEX, GROUP_INDEX, OLD_VALUES, REF_LOGP, REWARDS, VALUE_TARGETS
 from rllib_llm.multi_agent import MultiAgentGRPOConfig
 from tests.algorithms.conftest import make_episode, run_learner_connector, tiny_module
 
@@ -86,6 +86,55 @@ def test_reinforce_pp_connector_folds_the_reference_kl_into_token_rewards(module
     plain, _ = run_learner_connector(tiny(ReinforcePlusPlusConfig, kl_reward_coeff=0.0), module, two_groups())
     row = plain["advantages"][0][plain["response_mask"][0] == 1]
     np.testing.assert_allclose(row, row[0])
+
+
+def _counted(module, name):
+    """Wraps ``module.<name>`` to count its calls (the instance attribute shadows the method)."""
+    calls = []
+    method = getattr(module, name)
+
+    def counted(batch):
+        calls.append(len(batch["input_ids"]))
+        return method(batch)
+
+    setattr(module, name, counted)
+    return calls
+
+
+@pytest.mark.parametrize("rows, passes", [(None, [6]), (4, [4, 2])])
+def test_the_kl_reference_logprobs_are_one_learner_column_computed_once_per_batch(rows, passes):
+    """kl_coeff > 0: ReferenceLogProbs writes ``ref_logp`` (the frozen reference's log-probs of every response
+    token) in passes of ``logprob_batch_size`` rows, before the minibatches: the loss reads the column."""
+    module = tiny_module(use_reference=True)
+    calls = _counted(module, "reference_logprobs")
+    batch, _ = run_learner_connector(tiny(GRPOConfig, kl_coeff=0.1, logprob_batch_size=rows), module, two_groups())
+    assert calls == passes
+    del module.reference_logprobs
+    tensors = {k: torch.as_tensor(v) for k, v in batch.items() if k in ("input_ids", "attention_mask", "response_mask")}
+    assert batch[REF_LOGP].dtype == np.float32 and batch[REF_LOGP].shape == batch["response_mask"].shape
+    np.testing.assert_allclose(batch[REF_LOGP], module.reference_logprobs(tensors).numpy(), rtol=1e-5, atol=1e-5)
+    assert REF_LOGP not in run_learner_connector(tiny(GRPOConfig), module, two_groups())[0]
+
+
+def test_reinforce_pp_with_a_kl_loss_takes_one_reference_pass_for_both_terms(module):
+    calls = _counted(module, "reference_logprobs")
+    try:
+        batch, _ = run_learner_connector(tiny(ReinforcePlusPlusConfig, kl_reward_coeff=0.1, kl_coeff=0.1), module, two_groups())
+    finally:
+        del module.reference_logprobs
+    assert len(calls) == 1 and batch[REF_LOGP].dtype == np.float32
+
+
+def test_the_kl_loss_without_its_reference_column_is_one_clear_error(ray_session):
+    config = tiny(GRPOConfig, kl_coeff=0.1, minibatch_size=64).group_rollouts(group_size=2, num_groups=1, max_episode_steps=2)
+    algo = config.build_algo()
+    try:
+        episodes = algo.env_runner.sample()
+        algo.learner_group._learner._learner_connector.remove("ReferenceLogProbs")
+        with pytest.raises(KeyError, match="no 'ref_logp' column"):
+            algo.learner_group.update(episodes=episodes, num_epochs=1, minibatch_size=64)
+    finally:
+        algo.stop()
 
 
 def test_overlong_penalty_by_hand():

@@ -60,6 +60,13 @@ def test_micro_batches_accumulate_the_whole_minibatch_gradient(agg):
     assert entropy[5] == pytest.approx(entropy[None], rel=1e-5)
 
 
-def test_micro_batch_size_is_checked():
-    with pytest.raises(ValueError, match="micro_batch_size"):
-        tiny_config().training(micro_batch_size=0).validate()
+@pytest.mark.parametrize("field", ["micro_batch_size", "logprob_batch_size"])
+def test_batch_sizes_are_checked(field):
+    with pytest.raises(ValueError, match=field):
+        tiny_config().training(**{field: 0}).validate()
+
+
+def test_no_grad_passes_default_to_the_micro_batch_then_the_minibatch():
+    assert tiny_config().training(minibatch_size=32).logprob_rows == 32
+    assert tiny_config().training(minibatch_size=32, micro_batch_size=8).logprob_rows == 8
+    assert tiny_config().training(minibatch_size=32, micro_batch_size=8, logprob_batch_size=192).logprob_rows == 192

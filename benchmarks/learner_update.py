@@ -1,0 +1,205 @@
+"""Where a Learner update of the main job at GPU size goes: one batch, timed update by update, per setting.
+
+    python benchmarks/learner_update.py --out DIR [--model smollm2-135m-instruct] [--repeats 3]
+
+Issue 25's timers showed the Learner, not generation, bounds a lock-step iteration at GPU size on one GPU
+(notes/async.md, 2026-12-07): ~3.5 s an update for ~190 rows of a 135M model. This plays one batch of the
+main job (``tuned_examples/numberline_gigpo.py``, ``--num-groups`` x ``--group-size``, built as
+benchmarks/async_gpu.py builds a ``sync`` run: one remote EnvRunner, the Learner in this process), then
+updates on that same batch again and again (the weights move; the work per update does not), timing each
+LearnerGroup update (connector pipeline + minibatch passes + optimizer steps: what RLlib's
+``learner_update_timer`` times), one weight sync and one sampling, per setting:
+
+- ``shipped``: the config as shipped (reference log-probs in passes of the minibatch's 32 rows);
+- ``logprob_all``: ``logprob_batch_size`` = the whole batch (one no-grad reference pass an update);
+- ``tf32``: that plus TF32 matmuls (``torch.backends.cuda.matmul.allow_tf32``);
+- ``minibatch_64`` / ``minibatch_all``: that with fewer, larger minibatches (fewer optimizer steps: a
+  different update, listed to size the per-minibatch cost, not offered as the same algorithm);
+- ``bf16``: a second build with ``--dtype bfloat16`` (the frozen base in bf16, adapters float32) and the whole
+  batch per reference pass.
+
+A torch.profiler table of one ``logprob_all`` update (top operators by self CPU and by CUDA time) goes to
+``DIR/profile.txt``. Writes ``DIR/learner_update.json`` and prints a table. Each setting's first update is a
+warm-up, not timed. ``--settings`` picks a subset (a tree without ``logprob_batch_size`` runs ``shipped`` only).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+SETTINGS = ("shipped", "logprob_all", "tf32", "minibatch_64", "minibatch_all", "bf16")
+
+
+def timed(fn: Any) -> float:
+    import torch
+
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+    start = time.perf_counter()
+    fn()
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+    return time.perf_counter() - start
+
+
+def build(args: argparse.Namespace, dtype: str) -> Any:
+    import torch
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from async_gpu import build as build_run
+
+    run_args = argparse.Namespace(
+        model=args.model, dtype=dtype, inference_dtype=None, num_groups=args.num_groups, group_size=args.group_size,
+        runners=1, eval_seeds=2, seed=0, backend="hf", mode="sync", max_staleness=1,
+    )
+    return build_run(run_args, torch.cuda.is_available()).build_algo()
+
+
+def set_logprob_rows(algo: Any, rows: int | None) -> None:
+    """The Learner connectors' no-grad pass size, changed in place on the built pipeline."""
+    for piece in algo.learner_group._learner._learner_connector.connectors:
+        if hasattr(piece, "rows"):
+            piece.rows = rows
+
+
+def update(algo: Any, episodes: list, minibatch_size: int | None) -> None:
+    """One LearnerGroup update on ``episodes`` as ``LLMAlgorithm._update`` makes it (what RLlib's
+    ``learner_update_timer`` times), with ``minibatch_size`` (None: the whole batch)."""
+    from rllib_llm.algorithms.sharding import learner_update_data
+
+    algo.learner_group.update(**learner_update_data(episodes, 0, minibatch_size, 1), num_epochs=1,
+                              minibatch_size=minibatch_size, shuffle_batch_per_epoch=True)
+
+
+def measure(algo: Any, episodes: list, repeats: int, minibatch_size: int | None) -> list[float]:
+    """``repeats`` timed updates after one warm-up."""
+    update(algo, episodes, minibatch_size)
+    return [timed(lambda: update(algo, episodes, minibatch_size)) for _ in range(repeats)]
+
+
+def profile(algo: Any, episodes: list, out: Path) -> None:
+    import torch
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as torch_profile
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
+    with torch_profile(activities=activities) as prof:
+        update(algo, episodes, 32)
+    table = prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=25)
+    if torch.cuda.is_available():
+        table += "\n\n" + prof.key_averages().table(sort_by="cuda_time_total", row_limit=25)
+    (out / "profile.txt").write_text(table)
+
+
+def report(after: Path, before: Path | None, results: Path, stem: str) -> None:
+    """``learner_update.json`` of this tree (and of the tree before ReferenceLogProbs, ``before``: its
+    ``shipped`` setting computed the reference log-probs inside the loss, once per minibatch) as
+    ``results/<stem>.{json,md}``: median seconds per update and the ratio to ``shipped`` (and to before)."""
+    data = json.loads(after.read_text())
+    if before is not None:
+        data["before_reference_column"] = json.loads(before.read_text())
+    medians = {name: statistics.median(times) for name, times in data["settings"].items()}
+    old = data.get("before_reference_column", {}).get("settings", {}).get("shipped")
+    base = statistics.median(old) if old else medians.get("shipped")
+    lines = [f"# One Learner update of the main job at GPU size ({data['date']}, {data['device']})", "",
+             f"`python benchmarks/learner_update.py` (via `benchmarks/gpu_jobs.py learner`): {data['model']}, "
+             f"{data['num_groups']} groups x {data['group_size']} = {data.get('rows')} rows, the same batch updated on "
+             f"again and again; median of the timed updates (first one a warm-up). Sampling that batch took "
+             f"{data.get('sample_s', 0):.2f} s, one weight sync {data.get('sync_s', 0):.3f} s (bf16 build: "
+             f"{data.get('bf16_sync_s', 0):.3f} s).", "",
+             "| setting | s / update | updates | vs " + ("before" if old else "shipped") + " |", "|---|---:|---|---:|"]
+    if old:
+        lines.append(f"| before (reference pass per minibatch, in the loss) | {base:.3f} | "
+                     f"{', '.join(f'{t:.3f}' for t in old)} | 1.00x |")
+    for name, median in medians.items():
+        times = ", ".join(f"{t:.3f}" for t in data["settings"][name])
+        lines.append(f"| {name} | {median:.3f} | {times} | {base / median:.2f}x |")
+    results.mkdir(parents=True, exist_ok=True)
+    (results / f"{stem}.json").write_text(json.dumps(data, indent=2))
+    (results / f"{stem}.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, default=Path("/tmp/learner_update"))
+    parser.add_argument("--model", default="smollm2-135m-instruct")
+    parser.add_argument("--num-groups", type=int, default=8)
+    parser.add_argument("--group-size", type=int, default=4)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--settings", nargs="+", default=list(SETTINGS), choices=SETTINGS)
+    parser.add_argument("--no-profile", action="store_true")
+    parser.add_argument("--report", type=Path, help="report this learner_update.json (to --results-dir) and stop")
+    parser.add_argument("--before", type=Path, help="report: the tree before's learner_update.json")
+    parser.add_argument("--results-dir", type=Path, default=ROOT / "benchmarks" / "results")
+    parser.add_argument("--stem", default="learner_update_h200")
+    args = parser.parse_args()
+    if args.report:
+        return report(args.report, args.before, args.results_dir, args.stem)
+    args.out.mkdir(parents=True, exist_ok=True)
+
+    import ray
+    import torch
+
+    from rllib_llm.models import load_causal_lm, load_tokenizer
+
+    load_causal_lm(args.model, load_tokenizer(args.model))  # the GGUF converted once, outside the timings
+    ray.init(num_cpus=4, num_gpus=1 if torch.cuda.is_available() else 0, include_dashboard=False,
+             log_to_driver=False, configure_logging=False)
+    results: dict[str, Any] = {
+        "model": args.model, "num_groups": args.num_groups, "group_size": args.group_size,
+        "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu",
+        "torch": torch.__version__, "date": time.strftime("%Y-%m-%d"), "settings": {},
+    }
+    record = results["settings"]
+    float_settings = [s for s in args.settings if s != "bf16"]
+    if float_settings:
+        algo = build(args, "float32")
+        episodes = algo.sample_episodes()
+        rows = sum(len(e) for e in episodes)
+        results["rows"] = rows
+        results["sample_s"] = timed(algo.sample_episodes)
+        results["sync_s"] = timed(algo._broadcast_weights)
+        plan = {"shipped": (32, None), "logprob_all": (32, rows), "tf32": (32, rows), "minibatch_64": (64, rows),
+                "minibatch_all": (None, rows)}
+        for name in float_settings:
+            minibatch, logprob_rows = plan[name]
+            if logprob_rows is not None:
+                set_logprob_rows(algo, logprob_rows)
+            torch.backends.cuda.matmul.allow_tf32 = name in ("tf32", "minibatch_64", "minibatch_all")
+            record[name] = measure(algo, episodes, args.repeats, minibatch)
+            print(name, [f"{t:.3f}" for t in record[name]], flush=True)
+            if name == "logprob_all" and not args.no_profile:
+                profile(algo, episodes, args.out)
+        torch.backends.cuda.matmul.allow_tf32 = False
+        algo.stop()
+    if "bf16" in args.settings:
+        algo = build(args, "bfloat16")
+        episodes = algo.sample_episodes()
+        set_logprob_rows(algo, sum(len(e) for e in episodes))
+        results["bf16_sync_s"] = timed(algo._broadcast_weights)
+        record["bf16"] = measure(algo, episodes, args.repeats, 32)
+        print("bf16", [f"{t:.3f}" for t in record["bf16"]], flush=True)
+        algo.stop()
+    ray.shutdown()
+    (args.out / "learner_update.json").write_text(json.dumps(results, indent=2))
+    base = statistics.median(record["shipped"]) if "shipped" in record else None
+    print(f"\n{results['device']}, {results.get('rows')} rows, sample {results.get('sample_s', 0):.2f} s, "
+          f"sync {results.get('sync_s', 0):.3f} s")
+    print(f"{'setting':<15} {'median s':>9} {'vs shipped':>11}")
+    for name, times in record.items():
+        median = statistics.median(times)
+        print(f"{name:<15} {median:>9.3f} {base / median if base else float('nan'):>10.2f}x")
+
+
+if __name__ == "__main__":
+    main()
