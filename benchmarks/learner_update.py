@@ -12,7 +12,10 @@ LearnerGroup update (connector pipeline + minibatch passes + optimizer steps: wh
 
 - ``shipped``: the config as shipped (reference log-probs in passes of the minibatch's 32 rows);
 - ``logprob_all``: ``logprob_batch_size`` = the whole batch (one no-grad reference pass an update);
-- ``tf32``: that plus TF32 matmuls (``torch.backends.cuda.matmul.allow_tf32``);
+- ``no_shared_prefix``: that with every row's prompt run in full (``token_forward.MIN_SHARED_PREFIX`` raised
+  in this process: the prompt prefix the rows share is not run once at batch 1 first, so one model call a pass
+  instead of two; fewer FLOPs saved, fewer kernel launches spent);
+- ``tf32``: ``logprob_all`` plus TF32 matmuls (``torch.backends.cuda.matmul.allow_tf32``);
 - ``minibatch_64`` / ``minibatch_all``: that with fewer, larger minibatches (fewer optimizer steps: a
   different update, listed to size the per-minibatch cost, not offered as the same algorithm);
 - ``bf16``: a second build with ``--dtype bfloat16`` (the frozen base in bf16, adapters float32) and the whole
@@ -36,7 +39,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-SETTINGS = ("shipped", "logprob_all", "tf32", "minibatch_64", "minibatch_all", "bf16")
+SETTINGS = ("shipped", "logprob_all", "no_shared_prefix", "tf32", "minibatch_64", "minibatch_all", "bf16")
 
 
 def timed(fn: Any) -> float:
@@ -169,13 +172,17 @@ def main() -> None:
         results["rows"] = rows
         results["sample_s"] = timed(algo.sample_episodes)
         results["sync_s"] = timed(algo._broadcast_weights)
-        plan = {"shipped": (32, None), "logprob_all": (32, rows), "tf32": (32, rows), "minibatch_64": (64, rows),
-                "minibatch_all": (None, rows)}
+        plan = {"shipped": (32, None), "logprob_all": (32, rows), "no_shared_prefix": (32, rows), "tf32": (32, rows),
+                "minibatch_64": (64, rows), "minibatch_all": (None, rows)}
+        import rllib_llm.token_forward as token_forward
+
+        shared_prefix = token_forward.MIN_SHARED_PREFIX
         for name in float_settings:
             minibatch, logprob_rows = plan[name]
             if logprob_rows is not None:
                 set_logprob_rows(algo, logprob_rows)
             torch.backends.cuda.matmul.allow_tf32 = name in ("tf32", "minibatch_64", "minibatch_all")
+            token_forward.MIN_SHARED_PREFIX = 10**9 if name == "no_shared_prefix" else shared_prefix
             record[name] = measure(algo, episodes, args.repeats, minibatch)
             print(name, [f"{t:.3f}" for t in record[name]], flush=True)
             if name == "logprob_all" and not args.no_profile:
