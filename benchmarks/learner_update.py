@@ -12,9 +12,10 @@ LearnerGroup update (connector pipeline + minibatch passes + optimizer steps: wh
 
 - ``shipped``: the config as shipped (reference log-probs in passes of the minibatch's 32 rows);
 - ``logprob_all``: ``logprob_batch_size`` = the whole batch (one no-grad reference pass an update);
-- ``no_shared_prefix``: that with every row's prompt run in full (``token_forward.MIN_SHARED_PREFIX`` raised
-  in this process: the prompt prefix the rows share is not run once at batch 1 first, so one model call a pass
-  instead of two; fewer FLOPs saved, fewer kernel launches spent);
+- ``no_shared_prefix``: that with every row's prompt run in full (``shared_prefix_forward=False``: the
+  prompt prefix the rows share is not run once at batch 1 first, so one model call a pass instead of two; no
+  FLOPs saved, half the kernel launches). Every other setting splits the prefix off (``True``), as every
+  Learner pass did before 2026-12-07 (the default is now: on a CPU only);
 - ``tf32``: ``logprob_all`` plus TF32 matmuls (``torch.backends.cuda.matmul.allow_tf32``);
 - ``minibatch_64`` / ``minibatch_all``: that with fewer, larger minibatches (fewer optimizer steps: a
   different update, listed to size the per-minibatch cost, not offered as the same algorithm);
@@ -152,6 +153,7 @@ def main() -> None:
 
     import ray
     import torch
+    from ray.rllib.core import DEFAULT_MODULE_ID
 
     from rllib_llm.models import load_causal_lm, load_tokenizer
 
@@ -174,15 +176,13 @@ def main() -> None:
         results["sync_s"] = timed(algo._broadcast_weights)
         plan = {"shipped": (32, None), "logprob_all": (32, rows), "no_shared_prefix": (32, rows), "tf32": (32, rows),
                 "minibatch_64": (64, rows), "minibatch_all": (None, rows)}
-        import rllib_llm.token_forward as token_forward
-
-        shared_prefix = token_forward.MIN_SHARED_PREFIX
+        module = algo.learner_group._learner.module[DEFAULT_MODULE_ID].unwrapped()
         for name in float_settings:
             minibatch, logprob_rows = plan[name]
             if logprob_rows is not None:
                 set_logprob_rows(algo, logprob_rows)
             torch.backends.cuda.matmul.allow_tf32 = name in ("tf32", "minibatch_64", "minibatch_all")
-            token_forward.MIN_SHARED_PREFIX = 10**9 if name == "no_shared_prefix" else shared_prefix
+            module.shared_prefix_forward = name != "no_shared_prefix"
             record[name] = measure(algo, episodes, args.repeats, minibatch)
             print(name, [f"{t:.3f}" for t in record[name]], flush=True)
             if name == "logprob_all" and not args.no_profile:
@@ -193,6 +193,7 @@ def main() -> None:
         algo = build(args, "bfloat16")
         episodes = algo.sample_episodes()
         set_logprob_rows(algo, sum(len(e) for e in episodes))
+        algo.learner_group._learner.module[DEFAULT_MODULE_ID].unwrapped().shared_prefix_forward = True
         results["bf16_sync_s"] = timed(algo._broadcast_weights)
         record["bf16"] = measure(algo, episodes, args.repeats, 32)
         print("bf16", [f"{t:.3f}" for t in record["bf16"]], flush=True)

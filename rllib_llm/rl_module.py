@@ -51,7 +51,7 @@ from rllib_llm.columns import (
 )
 from rllib_llm.generation import GenerationBackend
 from rllib_llm.models import ModelSpec, apply_lora, freeze_all_but_last_layers, load_causal_lm, load_tokenizer
-from rllib_llm.token_forward import response_logprobs
+from rllib_llm.token_forward import response_logprobs, shares_prefix
 from rllib_llm.vision import batch_image_inputs, is_vision_model
 
 #: RLlib's own ``RLModule.__init__`` builds the deprecated ``RLModuleConfig`` for every module and so logs
@@ -131,6 +131,7 @@ class LLMRLModule(TorchRLModule, InferenceOnlyAPI):
             reference = load_causal_lm(self.spec, self.tokenizer).eval()
             reference.requires_grad_(False)
             self._reference.append(reference)
+        self.shared_prefix_forward: bool | None = config.get("shared_prefix_forward")
         self.value_head: torch.nn.Linear | None = None
         self.value_head_detach = bool(config.get("value_head_detach", False))
         if config.get("value_head"):
@@ -188,6 +189,7 @@ class LLMRLModule(TorchRLModule, InferenceOnlyAPI):
             batch[RESPONSE_MASK].shape[1],
             self.temperature,
             with_entropy,
+            share_prefix=shares_prefix(self.shared_prefix_forward, batch[INPUT_IDS].device),
             vision=self.vision_inputs(batch),
         )
 

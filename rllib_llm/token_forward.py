@@ -70,6 +70,13 @@ def prefill_shared_prefix(
     return ids, full_mask, position_ids_from_mask(full_mask)[:, prefix:]
 
 
+def shares_prefix(setting: bool | None, device: torch.device) -> bool:
+    """Whether a Learner pass runs the rows' shared prompt prefix once (``shared_prefix_forward``): as set, or
+    by default on a CPU, where FLOPs bound it, and not on an accelerator, where a small model's pass is bound
+    by kernel launches and the prefix split doubles the model calls."""
+    return device.type == "cpu" if setting is None else bool(setting)
+
+
 def _row_prompts(input_ids: torch.Tensor, attention_mask: torch.Tensor, prompt_width: int) -> list[list[int]]:
     ids, mask = input_ids[:, :prompt_width].tolist(), attention_mask[:, :prompt_width].tolist()
     return [[t for t, m in zip(row, row_mask, strict=True) if m] for row, row_mask in zip(ids, mask, strict=True)]

@@ -8,7 +8,7 @@ from rllib_llm.algorithms.learner_connectors import pad_token_batch
 from rllib_llm.columns import ACTION_LOGP, PROMPT, RESPONSE
 from rllib_llm.generation import SamplingParams, make_backend
 from rllib_llm.rl_module import LLMRLModule
-from rllib_llm.token_forward import one_response_logprobs, response_logprobs
+from rllib_llm.token_forward import one_response_logprobs, response_logprobs, shares_prefix
 
 
 def build(**model_config):
@@ -147,6 +147,28 @@ def test_shared_prefix_forward_equals_plain_forward_and_backward():
     mask = batch["response_mask"].bool()
     torch.testing.assert_close(results[0][mask], results[1][mask], rtol=1e-4, atol=1e-4)
     torch.testing.assert_close(grads[0], grads[1], rtol=1e-3, atol=1e-5)
+
+
+@pytest.mark.parametrize("setting, calls", [(None, 2), (True, 2), (False, 1)])
+def test_the_learner_splits_off_the_shared_prefix_as_configured(setting, calls):
+    """``shared_prefix_forward`` reaches the module's pass: the prefix once + the rows (2 model calls), or one
+    plain pass; by default (None) the split on a CPU."""
+    module = build(shared_prefix_forward=setting)
+    shared = list(range(40, 70))
+    steps = {PROMPT: [shared + [5], shared + [8, 9]], RESPONSE: [[11, 12], [13]], ACTION_LOGP: [[0.0] * 2, [0.0]]}
+    batch = {k: torch.as_tensor(v) for k, v in pad_token_batch(steps, module.tokenizer.pad_token_id).items()}
+    seen = []
+    hook = module.model.register_forward_hook(lambda *_: seen.append(1))
+    try:
+        module.logprobs(batch)
+    finally:
+        hook.remove()
+    assert len(seen) == calls
+
+
+def test_the_default_splits_the_shared_prefix_on_a_cpu_only():
+    assert shares_prefix(None, torch.device("cpu")) and not shares_prefix(None, torch.device("cuda"))
+    assert shares_prefix(True, torch.device("cuda")) and not shares_prefix(False, torch.device("cpu"))
 
 
 def test_shared_prefix_length():

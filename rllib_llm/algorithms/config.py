@@ -121,6 +121,12 @@ class LLMConfig(AlgorithmConfig):
         #: verl's log_prob_micro_batch_size_per_gpu. None: micro_batch_size, else the minibatch (whose training
         #: pass fits, so this one does). Larger is faster where passes are launch-bound (small models on a GPU).
         self.logprob_batch_size: int | None = None
+        #: The Learner's forward runs the prompt prefix all rows of a pass share (system prompt, examples) once
+        #: at batch 1 and broadcasts its KV cache: fewer FLOPs, two model calls instead of one. None: on a CPU
+        #: (compute-bound) yes, on a GPU no (launch-bound at small models: an update of the main job at GPU size
+        #: took 2.8 s instead of 3.9 s without it, benchmarks/results/learner_update_h200.md); True for a large
+        #: model with a long shared prompt on a GPU.
+        self.shared_prefix_forward: bool | None = None
         self.advantage_estimator = "gigpo"
         self.step_advantage_weight = 1.0
         self.advantage_norm = "std"
@@ -294,6 +300,7 @@ class LLMConfig(AlgorithmConfig):
         weight_decay: float = NotProvided,
         micro_batch_size: int | None = NotProvided,
         logprob_batch_size: int | None = NotProvided,
+        shared_prefix_forward: bool | None = NotProvided,
         async_rollouts: bool = NotProvided,
         max_staleness: int = NotProvided,
         broadcast_interval: int = NotProvided,
@@ -309,7 +316,8 @@ class LLMConfig(AlgorithmConfig):
         (PPO with a critic); policy losses (``policy_loss``): ``ppo`` (token ratios), ``gspo`` (sequence
         ratios). ``micro_batch_size`` bounds the rows of one forward/backward pass (gradient accumulation
         within a minibatch: memory, not the update, changes); ``logprob_batch_size`` the rows of the Learner
-        connectors' no-grad passes (reference and proximal log-probs, values). ``async_rollouts`` lets EnvRunners sample while
+        connectors' no-grad passes (reference and proximal log-probs, values); ``shared_prefix_forward`` whether
+        the Learner runs the rows' shared prompt prefix once (default: on a CPU only). ``async_rollouts`` lets EnvRunners sample while
         the Learner updates (``max_staleness``, ``broadcast_interval``, ``updates_per_rollout``,
         ``off_policy_correction``, ``behaviour_weight_cap``; notes/async.md). See notes/algorithms.md for every field.
         """
@@ -349,6 +357,7 @@ class LLMConfig(AlgorithmConfig):
             weight_decay=weight_decay,
             micro_batch_size=micro_batch_size,
             logprob_batch_size=logprob_batch_size,
+            shared_prefix_forward=shared_prefix_forward,
             async_rollouts=async_rollouts,
             max_staleness=max_staleness,
             broadcast_interval=broadcast_interval,
@@ -544,6 +553,8 @@ class LLMConfig(AlgorithmConfig):
         number("weight_decay", 0)
         number("micro_batch_size", 1, optional=True, integer=True)
         number("logprob_batch_size", 1, optional=True, integer=True)
+        check(self.shared_prefix_forward in (None, True, False),
+              f"shared_prefix_forward must be True, False or None (auto), got {self.shared_prefix_forward!r}")
         number("grad_clip", 0, optional=True, low_open=True)
         number("evaluation_seed_offset", 0, integer=True)
         if not isinstance(self.lr, list):  # a list is an RLlib lr schedule, which RLlib checks
@@ -586,6 +597,7 @@ class LLMConfig(AlgorithmConfig):
                 "value_head": self.uses_critic,
                 "value_head_detach": self.value_head_detach,
                 "gradient_checkpointing": self.gradient_checkpointing,
+                "shared_prefix_forward": self.shared_prefix_forward,
             },
         )
 

@@ -20,6 +20,7 @@ from tests.conftest import tiny_config
         (lambda c: c.training(kl_coeff=-1.0), "kl_coeff must be >= 0"),
         (lambda c: c.group_rollouts(response_prefix=None), "response_prefix must be a string"),
         (lambda c: c.llm(dtype="bfloat16"), "dtype 'bfloat16' would train the weights themselves in half precision"),
+        (lambda c: c.training(shared_prefix_forward="yes"), "shared_prefix_forward must be True, False or None"),
     ],
 )
 def test_invalid_fields_are_reported_by_name(change, message):
