@@ -10,19 +10,23 @@ updates on that same batch again and again (the weights move; the work per updat
 LearnerGroup update (connector pipeline + minibatch passes + optimizer steps: what RLlib's
 ``learner_update_timer`` times), one weight sync and one sampling, per setting:
 
-- ``shipped``: the config as shipped (reference log-probs in passes of the minibatch's 32 rows);
-- ``logprob_all``: ``logprob_batch_size`` = the whole batch (one no-grad reference pass an update);
-- ``no_shared_prefix``: that with every row's prompt run in full (``shared_prefix_forward=False``: the
-  prompt prefix the rows share is not run once at batch 1 first, so one model call a pass instead of two; no
-  FLOPs saved, half the kernel launches). Every other setting splits the prefix off (``True``), as every
-  Learner pass did before 2026-12-07 (the default is now: on a CPU only);
+- ``shipped``: the config as shipped, on this device (on a GPU: no prompt-prefix split, the gradient step's
+  clipping and nan/inf check over all gradients at once, no-grad passes of the minibatch's 32 rows);
+- ``rllib_steps``: that with RLlib's own TorchLearner gradient step (clipping and a nan/inf check tensor by
+  tensor: ~4 kernels and 2 device syncs per tensor; this process puts its methods back on the Learner);
+- ``split_prefix``: ``shipped`` with the rows' shared prompt prefix run once at batch 1
+  (``shared_prefix_forward=True``: fewer FLOPs, two model calls a pass instead of one);
+- ``logprob_all``: ``shipped`` with ``logprob_batch_size`` = the whole batch (one no-grad reference pass an update);
 - ``tf32``: ``logprob_all`` plus TF32 matmuls (``torch.backends.cuda.matmul.allow_tf32``);
-- ``minibatch_64`` / ``minibatch_all``: that with fewer, larger minibatches (fewer optimizer steps: a
-  different update, listed to size the per-minibatch cost, not offered as the same algorithm);
-- ``bf16``: a second build with ``--dtype bfloat16`` (the frozen base in bf16, adapters float32) and the whole
-  batch per reference pass.
+- ``minibatch_64`` / ``minibatch_all``: ``logprob_all`` with fewer, larger minibatches (fewer optimizer steps:
+  a different update, listed to size the per-minibatch cost, not offered as the same algorithm);
+- ``bf16``: a second build with ``--dtype bfloat16`` (the frozen base in bf16, adapters float32), as
+  ``logprob_all``.
 
-A torch.profiler table of one ``logprob_all`` update (top operators by self CPU and by CUDA time) goes to
+(The first run, 2026-12-07, ``learner_update_h200.md``, was of the tree before ``shared_prefix_forward`` and the
+foreach gradient step: its ``shipped`` split the prefix and took RLlib's step.)
+
+A torch.profiler table of one ``shipped`` update (top operators by self CPU and by CUDA time) goes to
 ``DIR/profile.txt``. Writes ``DIR/learner_update.json`` and prints a table. Each setting's first update is a
 warm-up, not timed. ``--settings`` picks a subset (a tree without ``logprob_batch_size`` runs ``shipped`` only).
 """
@@ -40,7 +44,18 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-SETTINGS = ("shipped", "logprob_all", "no_shared_prefix", "tf32", "minibatch_64", "minibatch_all", "bf16")
+SETTINGS = ("shipped", "rllib_steps", "split_prefix", "logprob_all", "tf32", "minibatch_64", "minibatch_all", "bf16")
+#: Each float32 setting: minibatch size, no-grad pass rows ("all": the whole batch, None: as configured),
+#: shared_prefix_forward, TF32, RLlib's gradient step.
+PLAN = {
+    "shipped": (32, None, None, False, False),
+    "rllib_steps": (32, None, None, False, True),
+    "split_prefix": (32, None, True, False, False),
+    "logprob_all": (32, "all", None, False, False),
+    "tf32": (32, "all", None, True, False),
+    "minibatch_64": (64, "all", None, True, False),
+    "minibatch_all": (None, "all", None, True, False),
+}
 
 
 def timed(fn: Any) -> float:
@@ -82,6 +97,23 @@ def update(algo: Any, episodes: list, minibatch_size: int | None) -> None:
 
     algo.learner_group.update(**learner_update_data(episodes, 0, minibatch_size, 1), num_epochs=1,
                               minibatch_size=minibatch_size, shuffle_batch_per_epoch=True)
+
+
+def use_rllib_steps(learner: Any, on: bool) -> None:
+    """Puts RLlib's TorchLearner gradient step (per-tensor clipping and nan/inf checks) back on ``learner``
+    (``on``), or the Learner's own."""
+    import functools
+
+    from ray.rllib.core.learner.torch.torch_learner import TorchLearner
+
+    for name in ("postprocess_gradients_for_module", "apply_gradients"):
+        if on:
+            setattr(learner, name, functools.partial(getattr(TorchLearner, name), learner))
+        else:
+            learner.__dict__.pop(name, None)
+    learner.config._is_frozen = False
+    learner.config.torch_skip_nan_gradients = not on
+    learner.config._is_frozen = True
 
 
 def measure(algo: Any, episodes: list, repeats: int, minibatch_size: int | None) -> list[float]:
@@ -174,26 +206,26 @@ def main() -> None:
         results["rows"] = rows
         results["sample_s"] = timed(algo.sample_episodes)
         results["sync_s"] = timed(algo._broadcast_weights)
-        plan = {"shipped": (32, None), "logprob_all": (32, rows), "no_shared_prefix": (32, rows), "tf32": (32, rows),
-                "minibatch_64": (64, rows), "minibatch_all": (None, rows)}
-        module = algo.learner_group._learner.module[DEFAULT_MODULE_ID].unwrapped()
+        learner = algo.learner_group._learner
+        module = learner.module[DEFAULT_MODULE_ID].unwrapped()
+        configured_rows = next(p.rows for p in learner._learner_connector.connectors if hasattr(p, "rows"))
         for name in float_settings:
-            minibatch, logprob_rows = plan[name]
-            if logprob_rows is not None:
-                set_logprob_rows(algo, logprob_rows)
-            torch.backends.cuda.matmul.allow_tf32 = name in ("tf32", "minibatch_64", "minibatch_all")
-            module.shared_prefix_forward = name != "no_shared_prefix"
+            minibatch, logprob_rows, split, tf32, rllib_steps = PLAN[name]
+            set_logprob_rows(algo, rows if logprob_rows == "all" else configured_rows)
+            module.shared_prefix_forward = split
+            torch.backends.cuda.matmul.allow_tf32 = tf32
+            use_rllib_steps(learner, rllib_steps)
             record[name] = measure(algo, episodes, args.repeats, minibatch)
             print(name, [f"{t:.3f}" for t in record[name]], flush=True)
-            if name == "logprob_all" and not args.no_profile:
+            if name == "shipped" and not args.no_profile:
                 profile(algo, episodes, args.out)
+        use_rllib_steps(learner, False)
         torch.backends.cuda.matmul.allow_tf32 = False
         algo.stop()
     if "bf16" in args.settings:
         algo = build(args, "bfloat16")
         episodes = algo.sample_episodes()
         set_logprob_rows(algo, sum(len(e) for e in episodes))
-        algo.learner_group._learner.module[DEFAULT_MODULE_ID].unwrapped().shared_prefix_forward = True
         results["bf16_sync_s"] = timed(algo._broadcast_weights)
         record["bf16"] = measure(algo, episodes, args.repeats, 32)
         print("bf16", [f"{t:.3f}" for t in record["bf16"]], flush=True)

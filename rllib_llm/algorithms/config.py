@@ -83,6 +83,9 @@ class LLMConfig(AlgorithmConfig):
         self._env_to_module_connector = default_env_to_module
         self._module_to_env_connector = default_module_to_env
         self.restart_failed_sub_environments = True
+        # RLlib checks every gradient tensor for nan/inf before stepping (two device syncs per tensor); with
+        # True it steps without checking, and LLMLearner.apply_gradients checks all of them at once instead.
+        self.torch_skip_nan_gradients = True
         # .llm()
         self.llm_model: dict[str, Any] = ModelSpec().to_dict()
         self.gradient_checkpointing = False

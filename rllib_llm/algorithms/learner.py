@@ -1,13 +1,18 @@
 """The Learner: the configured policy loss, plus optional value loss, KL to the reference and entropy bonus;
-optionally over micro-batches whose gradients accumulate into one optimizer step per minibatch."""
+optionally over micro-batches whose gradients accumulate into one optimizer step per minibatch. Gradient
+clipping and the finiteness check run over all of a step's gradients at once (a few foreach kernels, one
+device sync), not tensor by tensor as RLlib's TorchLearner does: with LoRA on every projection of a 30-layer
+model that is ~420 tensors, and a small model's update on a GPU is bound by kernel launches and syncs."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import torch
+from ray.rllib.core import ALL_MODULES
 from ray.rllib.core.learner.torch.torch_learner import TorchLearner
 
 from rllib_llm.algorithms.losses import (
@@ -45,6 +50,10 @@ class LossShares:
 
 
 WHOLE = LossShares()
+#: Learner metric: optimizer steps skipped because a gradient was nan or inf (summed over the iteration).
+NONFINITE_STEPS_SKIPPED = "nonfinite_gradient_steps_skipped"
+
+logger = logging.getLogger(__name__)
 
 
 def _share(part: float, whole: float) -> float:
@@ -76,6 +85,11 @@ def micro_batches(
         yield micro, shares
 
 
+def global_norm(grads: list[torch.Tensor]) -> torch.Tensor:
+    """The L2 norm of all ``grads`` together (nan or inf when any of them is), in foreach kernels."""
+    return torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)).float())
+
+
 def _is_row_column(value: Any, rows: int) -> bool:
     return torch.is_tensor(value) and value.dim() > 0 and value.shape[0] == rows
 
@@ -97,6 +111,34 @@ class LLMLearner(TorchLearner):
         params = [p for p in self.get_parameters(module) if p.requires_grad]
         optimizer = torch.optim.AdamW(params, weight_decay=config.weight_decay)
         self.register_optimizer(module_id=module_id, optimizer=optimizer, params=params, lr_or_lr_schedule=config.lr)
+
+    def postprocess_gradients_for_module(self, *, module_id: str, config: Any = None, module_gradients_dict: dict) -> dict:
+        """Clipping by global norm as RLlib's ``clip_gradients`` (scale by min(1, clip / (norm + 1e-6)), the norm
+        logged as ``gradients_<optimizer>_global_norm``) in a few foreach kernels instead of ~4 per tensor. Other
+        clipping modes go to RLlib's."""
+        if not config.grad_clip or config.grad_clip_by != "global_norm":
+            return super().postprocess_gradients_for_module(
+                module_id=module_id, config=config, module_gradients_dict=module_gradients_dict
+            )
+        for name, optimizer in self.get_optimizers_for_module(module_id):
+            grads = [g for g in self.filter_param_dict_for_optimizer(module_gradients_dict, optimizer).values() if g is not None]
+            if grads:
+                norm = global_norm(grads)
+                torch._foreach_mul_(grads, torch.clamp(config.grad_clip / (norm + 1e-6), max=1.0))
+                self.metrics.log_value((module_id, f"gradients_{name}_global_norm"), norm, window=1)
+        return dict(module_gradients_dict)
+
+    def apply_gradients(self, gradients_dict: dict) -> None:
+        """Steps the optimizers unless a gradient is nan or inf (then the step is skipped, as verl does, and
+        counted): one check over all gradients, one device sync. RLlib's own check (two syncs per tensor) is
+        off: ``LLMConfig`` sets ``torch_skip_nan_gradients=True``, which makes the TorchLearner step without
+        checking. With a grad scaler (mixed precision) the scaler skips and rescales, as in RLlib."""
+        grads = [g for g in gradients_dict.values() if g is not None]
+        if self._grad_scalers is None and grads and not bool(torch.isfinite(global_norm(grads))):
+            logger.warning("Skipping an optimizer step: the gradients hold nan or inf values.")
+            self.metrics.log_value((ALL_MODULES, NONFINITE_STEPS_SKIPPED), 1, reduce="sum")
+            return
+        super().apply_gradients(gradients_dict)
 
     def _uncompiled_update(self, batch: dict, **kwargs: Any):
         """Micro-batching: RLlib has no public hook between the forward/backward passes and the optimizer
