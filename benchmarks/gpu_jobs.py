@@ -364,7 +364,8 @@ def async_bar(out: Path, dry: bool, budget_s: float, seeds: list[int], iteration
         sizes = "--num-groups 2 --group-size 2 --eval-seeds 4" if dry else "--num-groups 8 --group-size 4 --eval-seeds 64"
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "note.txt").write_text(
-            f"tuned_examples/numberline_gigpo.py as shipped at GPU size ({sizes}), generation backend {backend}, weights {dtype}, {runners} remote EnvRunner(s) "
+            f"tuned_examples/numberline_gigpo.py as shipped at GPU size ({sizes}), generation backend {backend}, weights {dtype}, "
+            f"{f'{logprob_batch_size} rows per no-grad Learner pass, ' if logprob_batch_size else ''}{runners} remote EnvRunner(s) "
             f"(splitting the groups) + the Learner on one GPU, modes {' / '.join(modes)} (async: max_staleness 1, asyncK: K updates' "
             f"worth of groups a rollout and max_staleness 2K-1; broadcast every update, decoupled objective), seeds {seeds}, "
             + (f"one seed at a time, its runs side by side ({len(modes)} processes on the GPU)" if pairs else
