@@ -17,6 +17,9 @@ LearnerGroup update (connector pipeline + minibatch passes + optimizer steps: wh
 - ``split_prefix``: ``shipped`` with the rows' shared prompt prefix run once at batch 1
   (``shared_prefix_forward=True``: fewer FLOPs, two model calls a pass instead of one);
 - ``logprob_all``: ``shipped`` with ``logprob_batch_size`` = the whole batch (one no-grad reference pass an update);
+- ``cublas``: ``logprob_all`` with ``torch.backends.cuda.preferred_blas_library("cublas")`` (the 2026-12-07
+  profile put ~110 us of host time on each ``aten::mm``, several times a plain launch: cuBLASLt's per-call
+  heuristics are one suspect);
 - ``tf32``: ``logprob_all`` plus TF32 matmuls (``torch.backends.cuda.matmul.allow_tf32``);
 - ``minibatch_64`` / ``minibatch_all``: ``logprob_all`` with fewer, larger minibatches (fewer optimizer steps:
   a different update, listed to size the per-minibatch cost, not offered as the same algorithm);
@@ -44,7 +47,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-SETTINGS = ("shipped", "rllib_steps", "split_prefix", "logprob_all", "tf32", "minibatch_64", "minibatch_all", "bf16")
+SETTINGS = ("shipped", "rllib_steps", "split_prefix", "logprob_all", "cublas", "tf32", "minibatch_64", "minibatch_all",
+            "bf16")
 #: Each float32 setting: minibatch size, no-grad pass rows ("all": the whole batch, None: as configured),
 #: shared_prefix_forward, TF32, RLlib's gradient step.
 PLAN = {
@@ -52,6 +56,7 @@ PLAN = {
     "rllib_steps": (32, None, None, False, True),
     "split_prefix": (32, None, True, False, False),
     "logprob_all": (32, "all", None, False, False),
+    "cublas": (32, "all", None, False, False),
     "tf32": (32, "all", None, True, False),
     "minibatch_64": (64, "all", None, True, False),
     "minibatch_all": (None, "all", None, True, False),
@@ -208,6 +213,7 @@ def main() -> None:
         results["sync_s"] = timed(algo._broadcast_weights)
         learner = algo.learner_group._learner
         module = learner.module[DEFAULT_MODULE_ID].unwrapped()
+        blas = torch.backends.cuda.preferred_blas_library() if torch.cuda.is_available() else None
         configured_rows = next(p.rows for p in learner._learner_connector.connectors if hasattr(p, "rows"))
         for name in float_settings:
             minibatch, logprob_rows, split, tf32, rllib_steps = PLAN[name]
@@ -215,6 +221,8 @@ def main() -> None:
             module.shared_prefix_forward = split
             torch.backends.cuda.matmul.allow_tf32 = tf32
             use_rllib_steps(learner, rllib_steps)
+            if torch.cuda.is_available():
+                torch.backends.cuda.preferred_blas_library("cublas" if name == "cublas" else blas)
             record[name] = measure(algo, episodes, args.repeats, minibatch)
             print(name, [f"{t:.3f}" for t in record[name]], flush=True)
             if name == "shipped" and not args.no_profile:

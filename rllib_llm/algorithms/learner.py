@@ -223,7 +223,9 @@ class LLMLearner(TorchLearner):
         if self._shares:  # a micro-batch: the minibatch's stats are the token-weighted means over its chunks
             logged = self._micro_stats.setdefault(module_id, {})
             for key, value in stats.items():
-                logged[key] = logged.get(key, 0.0) + shares.tokens * float(value)
+                logged[key] = logged.get(key, 0.0) + shares.tokens * value
         else:
-            self.metrics.log_dict({k: float(v) for k, v in stats.items()}, key=module_id, window=1)
+            # Tensors, as RLlib's own losses log them: moved to the host when the results are reduced, once an
+            # update, not with a device sync per stat and minibatch.
+            self.metrics.log_dict(stats, key=module_id, window=1)
         return loss
