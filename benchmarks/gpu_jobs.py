@@ -387,14 +387,15 @@ def async_bar(out: Path, dry: bool, budget_s: float, seeds: list[int], iteration
             tar.add(folder, arcname=folder.name)
 
 
-def learner_bench(out: Path, dry: bool) -> None:
+def learner_bench(out: Path, dry: bool, settings: list[str] | None = None) -> None:
     """Where a Learner update goes (benchmarks/learner_update.py), this tree and, with a carried
     ``.carry/before.tar.gz`` (``git archive`` of the commit before the reference column), the tree before, one
     after the other on the same GPU; the report is ``learner_update_h200.{json,md}`` in ``out``."""
     model = "tiny-random-llama" if dry else "smollm2-135m-instruct"
     sizes = "--num-groups 2 --group-size 2 --repeats 1" if dry else ""
     prepare(model, dry)
-    sh(f"python3 benchmarks/learner_update.py --out {out}/learner_update --model {model} {sizes}")
+    chosen = f"--settings {' '.join(settings)}" if settings else ""
+    sh(f"python3 benchmarks/learner_update.py --out {out}/learner_update --model {model} {sizes} {chosen}")
     before_json = None
     if (ROOT / ".carry" / "before.tar.gz").is_file() and not dry:
         before = Path("/root/before")
@@ -572,6 +573,8 @@ def main() -> int:
     parser.add_argument("--dtype", default="float32", help="async: the Learner's and EnvRunner's weights")
     parser.add_argument("--logprob-batch-size", type=int, default=None,
                         help="async: rows per no-grad pass of the Learner connectors (default: the minibatch)")
+    parser.add_argument("--learner-settings", nargs="+", default=None,
+                        help="learner: benchmarks/learner_update.py settings (default: all, ~7 min on an H100)")
     parser.add_argument("--backend", choices=("hf", "vllm"), default="hf",
                         help="async: the generation backend (vllm: after `source .gpu/install.sh`)")
     parser.add_argument("--wait-s", type=float, default=540.0, help="collect: the longest wait in this call")
@@ -608,7 +611,7 @@ def main() -> int:
      "examples": lambda: examples(args.out, args.dry_run, args.budget_s, args.seeds or [0, 1], args.iterations,
                                   args.examples, args.wait_s),
      "examples-report": lambda: examples_report(args.folder, args.out, note=args.note),
-     "learner": lambda: learner_bench(args.out, args.dry_run),
+     "learner": lambda: learner_bench(args.out, args.dry_run, args.learner_settings),
      "multiagent": lambda: multiagent(args.out, args.dry_run, args.budget_s, args.seeds or [0, 1], args.iterations,
                                       args.example, json.loads(args.env_variants) if args.env_variants else None),
      }[args.step]()

@@ -155,8 +155,8 @@ def report(after: Path, before: Path | None, results: Path, stem: str) -> None:
              f"`python benchmarks/learner_update.py` (via `benchmarks/gpu_jobs.py learner`): {data['model']}, "
              f"{data['num_groups']} groups x {data['group_size']} = {data.get('rows')} rows, the same batch updated on "
              f"again and again; median of the timed updates (first one a warm-up). Sampling that batch took "
-             f"{data.get('sample_s', 0):.2f} s, one weight sync {data.get('sync_s', 0):.3f} s (bf16 build: "
-             f"{data.get('bf16_sync_s', 0):.3f} s).", "",
+             f"{data.get('sample_s', 0):.2f} s, one weight sync {data.get('sync_s', 0):.3f} s"
+             + (f" (bf16 build: {data['bf16_sync_s']:.3f} s)." if "bf16_sync_s" in data else "."), "",
              "| setting | s / update | updates | vs " + ("before" if old else "shipped") + " |", "|---|---:|---|---:|"]
     if old:
         lines.append(f"| before (reference pass per minibatch, in the loss) | {base:.3f} | "
@@ -170,7 +170,7 @@ def report(after: Path, before: Path | None, results: Path, stem: str) -> None:
     print("\n".join(lines))
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, default=Path("/tmp/learner_update"))
     parser.add_argument("--model", default="smollm2-135m-instruct")
@@ -183,7 +183,7 @@ def main() -> None:
     parser.add_argument("--before", type=Path, help="report: the tree before's learner_update.json")
     parser.add_argument("--results-dir", type=Path, default=ROOT / "benchmarks" / "results")
     parser.add_argument("--stem", default="learner_update_h200")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.report:
         return report(args.report, args.before, args.results_dir, args.stem)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -195,8 +195,10 @@ def main() -> None:
     from rllib_llm.models import load_causal_lm, load_tokenizer
 
     load_causal_lm(args.model, load_tokenizer(args.model))  # the GGUF converted once, outside the timings
-    ray.init(num_cpus=4, num_gpus=1 if torch.cuda.is_available() else 0, include_dashboard=False,
-             log_to_driver=False, configure_logging=False)
+    own_ray = not ray.is_initialized()
+    if own_ray:
+        ray.init(num_cpus=4, num_gpus=1 if torch.cuda.is_available() else 0, include_dashboard=False,
+                 log_to_driver=False, configure_logging=False)
     results: dict[str, Any] = {
         "model": args.model, "num_groups": args.num_groups, "group_size": args.group_size,
         "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu",
@@ -238,7 +240,8 @@ def main() -> None:
         record["bf16"] = measure(algo, episodes, args.repeats, 32)
         print("bf16", [f"{t:.3f}" for t in record["bf16"]], flush=True)
         algo.stop()
-    ray.shutdown()
+    if own_ray:
+        ray.shutdown()
     (args.out / "learner_update.json").write_text(json.dumps(results, indent=2))
     base = statistics.median(record["shipped"]) if "shipped" in record else None
     print(f"\n{results['device']}, {results.get('rows')} rows, sample {results.get('sample_s', 0):.2f} s, "

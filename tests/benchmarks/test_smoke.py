@@ -144,6 +144,42 @@ def test_async_gpu_runs_take_the_weights_dtype_and_the_async_mode():
     assert config.async_rollouts and config.updates_per_rollout == 2 and config.max_staleness == 3
 
 
+def test_async_gpu_runs_take_the_no_grad_pass_rows():
+    from benchmarks.async_gpu import build
+
+    args = argparse.Namespace(model="tiny-random-llama", num_groups=2, group_size=2, runners=1, eval_seeds=4, seed=0,
+                              backend="hf", mode="sync", max_staleness=1, dtype="float32", inference_dtype=None,
+                              logprob_batch_size=256)
+    assert build(args, on_gpu=False).logprob_rows == 256
+
+
+def test_learner_update_times_each_setting_and_reports_it_against_shipped(tmp_path, ray_session):
+    from benchmarks.learner_update import main
+
+    main(["--out", str(tmp_path), "--model", TINY, "--num-groups", "2", "--group-size", "2", "--repeats", "1",
+          "--settings", "shipped", "rllib_steps", "--no-profile"])
+    results = json.loads((tmp_path / "learner_update.json").read_text())
+    assert set(results["settings"]) == {"shipped", "rllib_steps"} and results["rows"] > 0
+    assert all(len(times) == 1 and times[0] > 0 for times in results["settings"].values())
+    main(["--report", str(tmp_path / "learner_update.json"), "--results-dir", str(tmp_path), "--stem", "r"])
+    assert "| rllib_steps |" in (tmp_path / "r.md").read_text()
+
+
+def test_learner_update_puts_rllibs_gradient_step_back_and_takes_it_off(ray_session):
+    from benchmarks.learner_update import use_rllib_steps
+    from tests.conftest import tiny_config
+
+    algo = tiny_config().build_algo()
+    try:
+        learner = algo.learner_group._learner
+        use_rllib_steps(learner, True)
+        assert "apply_gradients" in vars(learner) and learner.config.torch_skip_nan_gradients is False
+        use_rllib_steps(learner, False)
+        assert "apply_gradients" not in vars(learner) and learner.config.torch_skip_nan_gradients is True
+    finally:
+        algo.stop()
+
+
 def test_async_gpu_report_compares_every_async_mode_with_sync_seed_by_seed(tmp_path):
     from benchmarks.async_gpu import report, summarize, updates_per_rollout
 
