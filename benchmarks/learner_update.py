@@ -106,10 +106,13 @@ def update(algo: Any, episodes: list, minibatch_size: int | None) -> None:
 
 def use_rllib_steps(learner: Any, on: bool) -> None:
     """Puts RLlib's TorchLearner gradient step (per-tensor clipping and nan/inf checks) back on ``learner``
-    (``on``), or the Learner's own."""
+    (``on``), or the Learner's own. A Learner without its own step (a tree before 2026-12-07) is left as it is."""
     import functools
 
     from ray.rllib.core.learner.torch.torch_learner import TorchLearner
+
+    if type(learner).apply_gradients is TorchLearner.apply_gradients:
+        return
 
     for name in ("postprocess_gradients_for_module", "apply_gradients"):
         if on:
@@ -216,7 +219,7 @@ def main(argv: list[str] | None = None) -> None:
         learner = algo.learner_group._learner
         module = learner.module[DEFAULT_MODULE_ID].unwrapped()
         blas = torch.backends.cuda.preferred_blas_library() if torch.cuda.is_available() else None
-        configured_rows = next(p.rows for p in learner._learner_connector.connectors if hasattr(p, "rows"))
+        configured_rows = next((p.rows for p in learner._learner_connector.connectors if hasattr(p, "rows")), None)
         for name in float_settings:
             minibatch, logprob_rows, split, tf32, rllib_steps = PLAN[name]
             set_logprob_rows(algo, rows if logprob_rows == "all" else configured_rows)
