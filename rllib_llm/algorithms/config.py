@@ -501,8 +501,10 @@ class LLMConfig(AlgorithmConfig):
             allowed = tuple(sorted(allowed)) if isinstance(allowed, dict) else tuple(allowed)
             check(getattr(self, name) in allowed, f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
 
-        def flag(name: str) -> None:
-            check(isinstance(getattr(self, name), bool), f"{name} must be True or False, got {getattr(self, name)!r}")
+        def flag(name: str, *, optional: bool = False) -> None:
+            value = getattr(self, name)
+            allowed = "True, False or None" if optional else "True or False"
+            check(isinstance(value, bool) or (optional and value is None), f"{name} must be {allowed}, got {value!r}")
 
         choice("advantage_estimator", ADVANTAGE_ESTIMATORS)
         choice("advantage_norm", NORM_MODES)
@@ -556,8 +558,7 @@ class LLMConfig(AlgorithmConfig):
         number("weight_decay", 0)
         number("micro_batch_size", 1, optional=True, integer=True)
         number("logprob_batch_size", 1, optional=True, integer=True)
-        check(self.shared_prefix_forward in (None, True, False),
-              f"shared_prefix_forward must be True, False or None (auto), got {self.shared_prefix_forward!r}")
+        flag("shared_prefix_forward", optional=True)
         number("grad_clip", 0, optional=True, low_open=True)
         number("evaluation_seed_offset", 0, integer=True)
         if not isinstance(self.lr, list):  # a list is an RLlib lr schedule, which RLlib checks
