@@ -428,7 +428,10 @@ def report(out: Path, wait_s: float) -> None:
         run["log_tail"] = log_file.read_text(errors="replace").splitlines()[-25:]
         runs[tag] = run
     measured = json.loads((out / "vllm_measure.json").read_text()) if (out / "vllm_measure.json").is_file() else {}
-    save(out, "vllm_train.json", {"finished": (folder / "done").is_file(), "runs": runs})
+    gpu = subprocess.run("nvidia-smi --query-gpu=name --format=csv,noheader", shell=True, capture_output=True,
+                         text=True).stdout.strip() or "no GPU"
+    save(out, "vllm_train.json", {"finished": (folder / "done").is_file(), "runs": runs,
+                                  "meta": {"gpu": gpu, "date": time.strftime("%Y-%m-%d")}})
     log("runs:", {t: (len(r["progress"]), r["summary"].get("eval_after", r["summary"].get("after"))) for t, r in runs.items()})
     log("measured keys:", list(measured))
 
@@ -441,8 +444,12 @@ def summarize(raw: Path, output: Path) -> dict[str, Any]:
     small = measured.get("135m", {}).get("smollm2_135m", {})
     big = measured.get("1p5b", {}).get("qwen2_5_1_5b_shape", {})
     runs: dict[str, Any] = {}
+    batches: dict[str, dict] = {}  # train_*.json -> its meta (card, date), where the report recorded one
     for file in sorted(raw.glob("train_*.json")):
-        for tag, run in json.loads(file.read_text())["runs"].items():
+        data = json.loads(file.read_text())
+        if data.get("meta"):
+            batches[file.stem] = data["meta"]
+        for tag, run in data["runs"].items():
             progress = run["progress"]
             causes = [line.strip() for line in run["log_tail"] if "ValueError:" in line or "Exception:" in line]
             error = (causes or [line.strip() for line in run["log_tail"] if "Error" in line] or [None])[-1]
@@ -520,6 +527,8 @@ def summarize(raw: Path, output: Path) -> dict[str, Any]:
         speed = "-" if run["s_per_iter"] is None else f"{run['s_per_iter']:.1f}"
         lines.append(f"| {tag} | {run['iterations']} | {fmt(run['eval_before'])} | {fmt(run['eval_after'])} | "
                      f"{curve_text} | {speed} | {(run['error'] or '')[:120]} |")
+    lines += [""] + [f"`{stem}`: {meta.get('gpu')}, {meta.get('date')}" + (f"; {meta['note']}" if meta.get("note") else "")
+                     + "." for stem, meta in batches.items()] if batches else []
     lines += rollout_lines(rollout, summary["rollout_throughput"])
     output.with_suffix(".md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
