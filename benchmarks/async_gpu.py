@@ -60,8 +60,10 @@ def build(args: argparse.Namespace, on_gpu: bool) -> Any:
     # num_groups per EnvRunner: ``--runners`` runners play ``--num-groups`` groups per update between them.
     config.group_rollouts(num_groups=args.num_groups // args.runners, group_size=args.group_size)
     config.evaluation(evaluation_num_seeds=args.eval_seeds).debugging(seed=args.seed)
-    if getattr(args, "logprob_batch_size", None):
+    if args.logprob_batch_size:
         config.training(logprob_batch_size=args.logprob_batch_size)
+    if args.compile_learner:
+        config.framework(torch_compile_learner=True)
     config.env_runners(num_env_runners=args.runners, num_cpus_per_env_runner=1)
     if on_gpu:
         config.learners(num_gpus_per_learner=0.5).env_runners(num_gpus_per_env_runner=0.5 / args.runners)
@@ -129,7 +131,8 @@ def start_all(args: argparse.Namespace) -> None:
               f"--group-size {args.group_size} --eval-seeds {args.eval_seeds} --ray-cpus {args.ray_cpus} "
               f"--time-budget-s {args.time_budget_s} --runners {args.runners} --backend {args.backend} "
               f"--dtype {args.dtype}" + (f" --inference-dtype {args.inference_dtype}" if args.inference_dtype else "")
-              + (f" --logprob-batch-size {args.logprob_batch_size}" if args.logprob_batch_size else ""))
+              + (f" --logprob-batch-size {args.logprob_batch_size}" if args.logprob_batch_size else "")
+              + (" --compile-learner" if args.compile_learner else ""))
     def cmd(mode: str, seed: int) -> str:
         return f"python3 {__file__} run --mode {mode} --seed {seed} {common} > {out}/log_{mode}_s{seed}.txt 2>&1 &\n"
 
@@ -300,6 +303,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--inference-dtype", default=None, help="the EnvRunner's weights (default: --dtype)")
     parser.add_argument("--logprob-batch-size", type=int, default=None,
                         help="rows per no-grad pass of the Learner connectors (default: the minibatch)")
+    parser.add_argument("--compile-learner", action="store_true",
+                        help="the Learner compiles its model (.framework(torch_compile_learner=True))")
     parser.add_argument("--ray-cpus", type=int, default=3)
     parser.add_argument("--runners", type=int, default=1, help="remote EnvRunners (num_groups is split among them)")
     parser.add_argument("--detach", action="store_true")

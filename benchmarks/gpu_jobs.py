@@ -351,12 +351,12 @@ def collect(out: Path, dry: bool, envs: list[str], wait_s: float) -> None:
 
 def async_bar(out: Path, dry: bool, budget_s: float, seeds: list[int], iterations: int, wait_s: float,
               pairs: bool = False, runners: int = 1, backend: str = "hf", modes: tuple[str, ...] = ("sync", "async"),
-              dtype: str = "float32", logprob_batch_size: int | None = None) -> None:
+              dtype: str = "float32", logprob_batch_size: int | None = None, compile_learner: bool = False) -> None:
     """Issue 25's bar (benchmarks/async_gpu.py): sync and async runs of the main job at GPU size, one process
     per (mode, seed), all sharing the GPU, started detached on the first call; every call waits up to
     ``wait_s`` for them and, once they are done, writes ``async_h200.{json,md,png}`` and the logs into ``out``."""
     arms = (("" if tuple(modes) == ("sync", "async") else "_" + "_".join(modes)) + ("" if dtype == "float32" else f"_{dtype}")
-            + (f"_lp{logprob_batch_size}" if logprob_batch_size else ""))
+            + (f"_lp{logprob_batch_size}" if logprob_batch_size else "") + ("_compiled" if compile_learner else ""))
     folder = (Path("/tmp/gpu_dry") if dry else WORK) / f"async{'_pairs' if pairs else ''}_r{runners}_{backend}{arms}"
     model = "tiny-random-llama" if dry else "smollm2-135m-instruct"
     if not (folder / "runs.sh").is_file():
@@ -365,7 +365,8 @@ def async_bar(out: Path, dry: bool, budget_s: float, seeds: list[int], iteration
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "note.txt").write_text(
             f"tuned_examples/numberline_gigpo.py as shipped at GPU size ({sizes}), generation backend {backend}, weights {dtype}, "
-            f"{f'{logprob_batch_size} rows per no-grad Learner pass, ' if logprob_batch_size else ''}{runners} remote EnvRunner(s) "
+            f"{f'{logprob_batch_size} rows per no-grad Learner pass, ' if logprob_batch_size else ''}"
+            f"{'the Learner compiling its model (torch_compile_learner), ' if compile_learner else ''}{runners} remote EnvRunner(s) "
             f"(splitting the groups) + the Learner on one GPU, modes {' / '.join(modes)} (async: max_staleness 1, asyncK: K updates' "
             f"worth of groups a rollout and max_staleness 2K-1; broadcast every update, decoupled objective), seeds {seeds}, "
             + (f"one seed at a time, its runs side by side ({len(modes)} processes on the GPU)" if pairs else
@@ -374,7 +375,8 @@ def async_bar(out: Path, dry: bool, budget_s: float, seeds: list[int], iteration
         sh(f"python3 benchmarks/async_gpu.py all --out {folder} --seeds {' '.join(map(str, seeds))} --iterations "
            f"{iterations} --model {model} {sizes} --time-budget-s {budget_s:.0f} --detach{' --pairs' if pairs else ''} --runners {runners} --backend {backend} "
            f"--modes {' '.join(modes)} --dtype {dtype}"
-           + (f" --logprob-batch-size {logprob_batch_size}" if logprob_batch_size else ""))
+           + (f" --logprob-batch-size {logprob_batch_size}" if logprob_batch_size else "")
+           + (" --compile-learner" if compile_learner else ""))
     deadline = time.monotonic() + wait_s
     while not (folder / "done").is_file() and time.monotonic() < deadline:
         time.sleep(5)
@@ -573,6 +575,8 @@ def main() -> int:
     parser.add_argument("--dtype", default="float32", help="async: the Learner's and EnvRunner's weights")
     parser.add_argument("--logprob-batch-size", type=int, default=None,
                         help="async: rows per no-grad pass of the Learner connectors (default: the minibatch)")
+    parser.add_argument("--compile-learner", action="store_true",
+                        help="async: the Learner compiles its model (.framework(torch_compile_learner=True))")
     parser.add_argument("--learner-settings", nargs="+", default=None,
                         help="learner: benchmarks/learner_update.py settings (default: all, ~7 min on an H100)")
     parser.add_argument("--backend", choices=("hf", "vllm"), default="hf",
@@ -607,7 +611,7 @@ def main() -> int:
      "collect": lambda: collect(args.out, args.dry_run, args.envs, args.wait_s),
      "async": lambda: async_bar(args.out, args.dry_run, args.budget_s, args.seeds or [0, 1, 2], args.iterations,
                                 args.wait_s, args.pairs, args.runners, args.backend, tuple(args.modes), args.dtype,
-                                args.logprob_batch_size),
+                                args.logprob_batch_size, args.compile_learner),
      "examples": lambda: examples(args.out, args.dry_run, args.budget_s, args.seeds or [0, 1], args.iterations,
                                   args.examples, args.wait_s),
      "examples-report": lambda: examples_report(args.folder, args.out, note=args.note),

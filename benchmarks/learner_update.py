@@ -24,7 +24,10 @@ LearnerGroup update (connector pipeline + minibatch passes + optimizer steps: wh
 - ``minibatch_64`` / ``minibatch_all``: ``logprob_all`` with fewer, larger minibatches (fewer optimizer steps:
   a different update, listed to size the per-minibatch cost, not offered as the same algorithm);
 - ``bf16``: a second build with ``--dtype bfloat16`` (the frozen base in bf16, adapters float32), as
-  ``logprob_all``.
+  ``logprob_all``;
+- ``compile``: a build with ``.framework(torch_compile_learner=True)`` (RLlib's flag; ``LLMRLModule.compile``
+  compiles the language model with dynamic shapes, inductor), as ``shipped``; its warm-up update, which
+  compiles, is recorded as ``compile_first_s``.
 
 (The first run, 2026-12-07, ``learner_update_h200.md``, was of the tree before ``shared_prefix_forward`` and the
 foreach gradient step: its ``shipped`` split the prefix and took RLlib's step.)
@@ -48,7 +51,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 SETTINGS = ("shipped", "rllib_steps", "split_prefix", "logprob_all", "cublas", "tf32", "minibatch_64", "minibatch_all",
-            "bf16")
+            "bf16", "compile")
+#: Settings that need a build of their own (the others change the built Learner in place).
+OWN_BUILD = ("bf16", "compile")
 #: Each float32 setting: minibatch size, no-grad pass rows ("all": the whole batch, None: as configured),
 #: shared_prefix_forward, TF32, RLlib's gradient step.
 PLAN = {
@@ -75,7 +80,7 @@ def timed(fn: Any) -> float:
     return time.perf_counter() - start
 
 
-def build(args: argparse.Namespace, dtype: str) -> Any:
+def build(args: argparse.Namespace, dtype: str, compile_learner: bool = False) -> Any:
     import torch
 
     sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -83,7 +88,8 @@ def build(args: argparse.Namespace, dtype: str) -> Any:
 
     run_args = argparse.Namespace(
         model=args.model, dtype=dtype, inference_dtype=None, num_groups=args.num_groups, group_size=args.group_size,
-        runners=1, eval_seeds=2, seed=0, backend="hf", mode="sync", max_staleness=1,
+        runners=1, eval_seeds=2, seed=0, backend="hf", mode="sync", max_staleness=1, logprob_batch_size=None,
+        compile_learner=compile_learner,
     )
     return build_run(run_args, torch.cuda.is_available()).build_algo()
 
@@ -159,7 +165,9 @@ def report(after: Path, before: Path | None, results: Path, stem: str) -> None:
              f"{data['num_groups']} groups x {data['group_size']} = {data.get('rows')} rows, the same batch updated on "
              f"again and again; median of the timed updates (first one a warm-up). Sampling that batch took "
              f"{data.get('sample_s', 0):.2f} s, one weight sync {data.get('sync_s', 0):.3f} s"
-             + (f" (bf16 build: {data['bf16_sync_s']:.3f} s)." if "bf16_sync_s" in data else "."), "",
+             + (f" (bf16 build: {data['bf16_sync_s']:.3f} s)." if "bf16_sync_s" in data else ".")
+             + (f" The compiled build's first update (compiling) took {data['compile_first_s']:.1f} s."
+                if "compile_first_s" in data else ""), "",
              "| setting | s / update | updates | vs " + ("before" if old else "shipped") + " |", "|---|---:|---|---:|"]
     if old:
         lines.append(f"| before (reference pass per minibatch, in the loss) | {base:.3f} | "
@@ -208,7 +216,7 @@ def main(argv: list[str] | None = None) -> None:
         "torch": torch.__version__, "date": time.strftime("%Y-%m-%d"), "settings": {},
     }
     record = results["settings"]
-    float_settings = [s for s in args.settings if s != "bf16"]
+    float_settings = [s for s in args.settings if s not in OWN_BUILD]
     if float_settings:
         algo = build(args, "float32")
         episodes = algo.sample_episodes()
@@ -242,6 +250,14 @@ def main(argv: list[str] | None = None) -> None:
         results["bf16_sync_s"] = timed(algo._broadcast_weights)
         record["bf16"] = measure(algo, episodes, args.repeats, 32)
         print("bf16", [f"{t:.3f}" for t in record["bf16"]], flush=True)
+        algo.stop()
+    if "compile" in args.settings:
+        algo = build(args, "float32", compile_learner=True)
+        episodes = algo.sample_episodes()
+        results["compile_first_s"] = timed(lambda: update(algo, episodes, 32))
+        record["compile"] = measure(algo, episodes, args.repeats, 32)
+        print("compile", [f"{t:.3f}" for t in record["compile"]], f"(first update {results['compile_first_s']:.1f} s)",
+              flush=True)
         algo.stop()
     if own_ray:
         ray.shutdown()

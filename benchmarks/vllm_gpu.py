@@ -5,7 +5,7 @@ Runs on the GPU machine after ``../shared/gpu/vllm`` installed vLLM 0.24 (``sour
 ``benchmarks/gpu_jobs.py setup``/``stage`` carried Ray and the embedded model's GGUF (module docstring of
 gpu_jobs.py). Steps:
 
-    python benchmarks/vllm_gpu.py measure --out $OUT [--sections sync135 logprobs big]
+    python benchmarks/vllm_gpu.py measure --out $OUT [--sections sync135 logprobs big lora]
     python benchmarks/vllm_gpu.py train --budget-s 360 [--detach]     # the training runs, one process each
     python benchmarks/vllm_gpu.py report --out $OUT                    # vllm_h200.{json,md} from both
 
@@ -31,6 +31,8 @@ together fail to size their KV cache from a share of the card).
 - ``logprobs``: the same engine on chat prompts (NumberLine observations in the main job's format) at
   temperature 1.0 and 0.7: |vLLM - Learner| per response token (the Learner's log-probs: the module's
   ``token_logprobs`` on an fp32 forward) and the PPO ratio exp(learner - sampler) it gives at iteration 1.
+- ``lora``: LoRA hot-swap time (``lora_swaps``) for the embedded model and the Qwen2.5-1.5B shape, with the
+  main job's LoRA spec: each sync's ``update_weights`` and the extra time of the first rollout after it.
 - ``big``: a random model of Qwen2.5-1.5B's shape: full-weight sync time (pickle vs CUDA IPC), and the peak
   GPU memory of one rollout + Learner update (fp32 weights, AdamW, a 16 x 512-token batch) with the engine
   awake during the update vs asleep (``sleep_between_rollouts``: vLLM's sleep mode, level 1).
@@ -142,13 +144,90 @@ def sample_and_compare(backend: Any, model32: Any, prompts: list[list[int]], tem
     return row
 
 
-def perturb(model: Any, seed: int, scale: float = 0.01) -> None:
+def perturb(model: Any, seed: int, scale: float = 0.01, adapters_only: bool = False) -> None:
+    """Adds N(0, scale) noise to every weight (``adapters_only``: to the LoRA B matrices, which start at zero)."""
     import torch
 
-    gen = torch.Generator(device="cuda").manual_seed(seed)
+    params = [p for n, p in model.named_parameters() if not adapters_only or "lora_B" in n]
+    gen = torch.Generator(device=params[0].device).manual_seed(seed)
     with torch.no_grad():
-        for p in model.parameters():
+        for p in params:
             p.add_(torch.randn(p.shape, generator=gen, device=p.device, dtype=torch.float32).to(p.dtype) * scale)
+
+
+def timed_call(fn: Any, *args: Any) -> float:
+    import torch
+
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+    start = time.perf_counter()
+    fn(*args)
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+    return time.perf_counter() - start
+
+
+def lora_swaps(backend: Any, model: Any, prompts: list[list[int]], repeats: int = 3) -> list[dict[str, float]]:
+    """LoRA hot-swap cost per sync (issue 23): ``update_weights`` saves the adapter and points the engine at a
+    new ``LoRARequest`` (the base is never re-exported); vLLM loads that adapter when the next generate uses it.
+    Per sync: the ``update_weights`` time, the first generate after it and a second one on the same prompts
+    (adapter loaded); ``swap_s`` = sync + first - second, what a swap adds to a rollout."""
+    from rllib_llm.generation import SamplingParams
+
+    params = SamplingParams(temperature=1.0, max_new_tokens=16, seed=0, stop=[])
+    backend.generate(prompts, params)  # warm-up (the base, or the adapter of an earlier sync)
+    rows = []
+    for r in range(repeats):
+        perturb(model, seed=200 + r, scale=0.02, adapters_only=True)
+        sync_s = timed_call(backend.update_weights, {})
+        assert backend.last_sync == "lora", backend.last_sync
+        first_s = timed_call(backend.generate, prompts, params)
+        steady_s = timed_call(backend.generate, prompts, params)
+        rows.append({"sync_s": sync_s, "first_generate_s": first_s, "steady_generate_s": steady_s,
+                     "swap_s": sync_s + first_s - steady_s})
+        log("lora swap", json.dumps(rows[-1]))
+    return rows
+
+
+def measure_lora(out: Path, results: dict) -> None:
+    """``lora_swaps`` for the embedded model and for the Qwen2.5-1.5B shape (random weights, the embedded
+    model's tokenizer: its ids are valid in the larger vocabulary), each with the main job's LoRA spec, bf16
+    base, one engine at a time."""
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    from rllib_llm.generation import make_backend
+    from rllib_llm.models import apply_lora, load_causal_lm, load_tokenizer
+    from rllib_llm.run.cli import load_tuned_example
+
+    spec = load_tuned_example(ROOT / "tuned_examples" / "numberline_gigpo.py")[0].llm_model["lora"]
+    tokenizer = load_tokenizer(MODEL)
+    prompts = numberline_prompts(tokenizer, 64)
+    for key in ("smollm2_135m", "qwen2_5_1_5b_shape"):
+        if key == "smollm2_135m":
+            base = load_causal_lm(MODEL, tokenizer).to("cuda", torch.bfloat16).eval()
+        else:
+            folder = WORK / "qwen15"
+            torch.manual_seed(0)
+            with torch.device("cuda"):
+                base = Qwen2ForCausalLM(Qwen2Config(**QWEN15)).to(torch.bfloat16).eval()
+            if not (folder / "config.json").is_file():
+                base.save_pretrained(folder)
+            tokenizer.save_pretrained(folder)
+            base.config._name_or_path = str(folder)  # the engine loads the saved folder
+        model = apply_lora(base, spec)
+        r = results.setdefault(key, {})
+        r["lora_spec"] = spec
+        r["adapter_parameters"] = sum(p.numel() for n, p in model.named_parameters() if "lora_" in n)
+        backend = make_backend("vllm", model=model, tokenizer=tokenizer, gpu_memory_utilization=0.3,
+                               engine_kwargs=dict(ENGINE, max_model_len=2048))
+        try:
+            r["lora_swaps"] = lora_swaps(backend, model, prompts)
+        finally:
+            backend.llm.llm_engine.engine_core.shutdown()
+            del backend, model, base
+            torch.cuda.empty_cache()
+        save(out, "vllm_measure.json", results)
 
 
 def time_syncs(backend: Any, model: Any, modes: tuple[str, ...], repeats: int = 3) -> dict[str, list[float]]:
@@ -297,6 +376,8 @@ def measure(out: Path, sections: list[str]) -> None:
         steps.append(("135m", lambda: measure_135m(out, results, sections)))
     if "big" in sections:
         steps.append(("big", lambda: measure_big(out, results)))
+    if "lora" in sections:
+        steps.append(("lora", lambda: measure_lora(out, results)))
     for name, fn in steps:
         try:
             fn()
@@ -439,7 +520,7 @@ def report(out: Path, wait_s: float) -> None:
 def summarize(raw: Path, output: Path) -> dict[str, Any]:
     """``vllm_h200.{json,md}`` from the raw files the GPU steps wrote (``benchmarks/results/vllm_h200_raw``):
     ``measure_135m.json``, ``measure_1p5b.json`` (``measure``), ``train_*.json`` (``report``); runs locally."""
-    measured = {name: json.loads((raw / f"measure_{name}.json").read_text()) for name in ("135m", "1p5b")
+    measured = {name: json.loads((raw / f"measure_{name}.json").read_text()) for name in ("135m", "1p5b", "lora")
                 if (raw / f"measure_{name}.json").is_file()}
     small = measured.get("135m", {}).get("smollm2_135m", {})
     big = measured.get("1p5b", {}).get("qwen2_5_1_5b_shape", {})
@@ -463,7 +544,9 @@ def summarize(raw: Path, output: Path) -> dict[str, Any]:
             }
     rollout = {backend: json.loads((raw / f"rollout_{backend}.json").read_text()) for backend in ("hf", "vllm")
                if (raw / f"rollout_{backend}.json").is_file()}
+    lora = measured.get("lora", {})
     summary = {"meta": measured.get("135m", {}).get("meta"), "smollm2_135m": small, "qwen2_5_1_5b_shape": big,
+               "lora_swaps": {k: lora[k] for k in ("smollm2_135m", "qwen2_5_1_5b_shape") if k in lora},
                "runs": runs, "rollout_throughput": rollout_rows(rollout)}
     output.with_suffix(".json").write_text(json.dumps(summary, indent=1))
 
@@ -499,6 +582,20 @@ def summarize(raw: Path, output: Path) -> dict[str, Any]:
                      f"{row.get('learner_process_peak_reserved_gib', float('nan')):.1f} | "
                      f"{row.get('device_peak_gib', float('nan')):.1f} | {row.get('update_s', float('nan')):.2f} | "
                      f"{row.get('wake_and_sync_s', float('nan')):.3f} | {row.get('next_rollout_s', float('nan')):.2f} |")
+    if summary["lora_swaps"]:
+        meta = lora.get("meta", {})
+        lines += ["", f"## LoRA hot-swap (the adapter saved, a new `LoRARequest`; {meta.get('gpu')}, {meta.get('date')})", "",
+                  "Per sync: `update_weights`, and the first generate after it minus a second one on the same 64 prompts "
+                  "(vLLM loads the adapter on first use); the base is never re-exported.", "",
+                  "| model | adapter parameters | update_weights (s) | swap, sync + first rollout's extra (s) |",
+                  "|---|---:|---|---|"]
+        for key, label in (("smollm2_135m", "SmolLM2-135M-Instruct"), ("qwen2_5_1_5b_shape", "Qwen2.5-1.5B shape")):
+            rows = summary["lora_swaps"].get(key, {}).get("lora_swaps", [])
+            if rows:
+                syncs = ", ".join(f"{r['sync_s']:.3f}" for r in rows)
+                swaps = ", ".join(f"{r['swap_s']:.3f}" for r in rows)
+                params = summary["lora_swaps"][key].get("adapter_parameters", 0) / 1e6
+                lines.append(f"| {label} | {params:.1f}M | {syncs} | {swaps} |")
     lines += [
         "",
         "## Log-prob agreement, sampler (vLLM, bf16) vs Learner (fp32 forward, `token_logprobs`), embedded model",

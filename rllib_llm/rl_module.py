@@ -33,6 +33,7 @@ from typing import Any
 import torch
 from ray.rllib.core.rl_module.apis import InferenceOnlyAPI
 from ray.rllib.core.rl_module.torch import TorchRLModule
+from ray.rllib.core.rl_module.torch.torch_compile_config import TorchCompileConfig
 from ray.rllib.utils.numpy import convert_to_numpy
 from ray.util import log_once
 
@@ -142,6 +143,20 @@ class LLMRLModule(TorchRLModule, InferenceOnlyAPI):
 
     def get_non_inference_attributes(self) -> list[str]:
         return ["value_head"]
+
+    def compile(self, compile_config: TorchCompileConfig) -> LLMRLModule:
+        """RLlib's hook for ``.framework(torch_compile_learner=True)``: compiles the language model (with
+        dynamic shapes: every minibatch has its own length), not this module's Python glue (padding, per-row
+        prompt lists), which would break dynamo's graphs at every step. A small model's update on a GPU is
+        bound by kernel launches (benchmarks/results/learner_update_h200*.md); fusing the elementwise kernels
+        between the matmuls is what compiling buys. Once per module; the reference pass (adapters off) and
+        the no-grad passes are graphs of their own. Generation is never compiled (``LLMConfig.validate``
+        refuses ``torch_compile_worker``)."""
+        if not getattr(self, "_model_compiled", False):
+            self.model.compile(backend=compile_config.torch_dynamo_backend, mode=compile_config.torch_dynamo_mode,
+                               **{"dynamic": True, **compile_config.kwargs})
+            self._model_compiled = True
+        return self
 
     # --- RLModule forward passes ---------------------------------------------------------------------
 

@@ -12,8 +12,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from ray.rllib.algorithms.algorithm_config import TorchCompileWhatToCompile
 from ray.rllib.core import ALL_MODULES
 from ray.rllib.core.learner.torch.torch_learner import TorchLearner
+from ray.rllib.core.rl_module.torch.torch_compile_config import TorchCompileConfig
 
 from rllib_llm.algorithms.losses import (
     POLICY_LOSSES,
@@ -36,6 +38,7 @@ from rllib_llm.columns import (
     VALUE_TARGETS,
     VALUES,
 )
+from rllib_llm.rl_module import LLMRLModule
 
 
 @dataclass(frozen=True)
@@ -90,6 +93,24 @@ def global_norm(grads: list[torch.Tensor]) -> torch.Tensor:
     return torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)).float())
 
 
+def compile_language_models(modules: Any, config: Any) -> None:
+    """``.framework(torch_compile_learner=True)`` (what to compile: ``forward_train``) compiles each
+    module's language model (``LLMRLModule.compile``). RLlib's TorchLearner means to call every module's
+    ``compile`` too, but for a MultiRLModule (always, on the new API stack) it tests the container instead of
+    the module and compiles nothing (Ray 2.60, ``TorchLearner.build``); ``compile`` runs once, so a fixed
+    RLlib calling it as well changes nothing."""
+    if not config.torch_compile_learner or (
+        config.torch_compile_learner_what_to_compile != TorchCompileWhatToCompile.FORWARD_TRAIN
+    ):
+        return
+    compile_config = TorchCompileConfig(torch_dynamo_backend=config.torch_compile_learner_dynamo_backend,
+                                        torch_dynamo_mode=config.torch_compile_learner_dynamo_mode)
+    for module_id in modules.keys():
+        module = modules[module_id].unwrapped()
+        if isinstance(module, LLMRLModule):
+            module.compile(compile_config)
+
+
 def _is_row_column(value: Any, rows: int) -> bool:
     return torch.is_tensor(value) and value.dim() > 0 and value.shape[0] == rows
 
@@ -105,6 +126,7 @@ class LLMLearner(TorchLearner):
         super().build()
         self._shares: dict[str, LossShares] = {}  # set while micro-batching, empty otherwise
         self._micro_stats: dict[str, dict[str, float]] = {}
+        compile_language_models(self.module, self.config)
 
     def configure_optimizers_for_module(self, module_id: str, config: Any = None) -> None:
         module = self._module[module_id]

@@ -138,19 +138,21 @@ def test_async_gpu_runs_take_the_weights_dtype_and_the_async_mode():
     with pytest.raises(SystemExit):
         main(["run", "--mode", "asyncx"])
     args = argparse.Namespace(model="tiny-random-llama", num_groups=2, group_size=2, runners=1, eval_seeds=4, seed=0,
-                              backend="hf", mode="async2", max_staleness=1, dtype="bfloat16", inference_dtype=None)
+                              backend="hf", mode="async2", max_staleness=1, dtype="bfloat16", inference_dtype=None,
+                              logprob_batch_size=None, compile_learner=False)
     config = build(args, on_gpu=False)
     assert config.llm_model["dtype"] == "bfloat16" and config.llm_model["inference_dtype"] is None
     assert config.async_rollouts and config.updates_per_rollout == 2 and config.max_staleness == 3
 
 
-def test_async_gpu_runs_take_the_no_grad_pass_rows():
+def test_async_gpu_runs_take_the_no_grad_pass_rows_and_the_compile_flag():
     from benchmarks.async_gpu import build
 
     args = argparse.Namespace(model="tiny-random-llama", num_groups=2, group_size=2, runners=1, eval_seeds=4, seed=0,
                               backend="hf", mode="sync", max_staleness=1, dtype="float32", inference_dtype=None,
-                              logprob_batch_size=256)
-    assert build(args, on_gpu=False).logprob_rows == 256
+                              logprob_batch_size=256, compile_learner=True)
+    config = build(args, on_gpu=False)
+    assert config.logprob_rows == 256 and config.torch_compile_learner
 
 
 def test_learner_update_times_each_setting_and_reports_it_against_shipped(tmp_path, ray_session):
@@ -209,3 +211,18 @@ def test_async_gpu_report_compares_every_async_mode_with_sync_seed_by_seed(tmp_p
     text = (tmp_path / "out" / "async_test.md").read_text()
     assert "**async2 vs sync**: time to the level, sum over seeds (sync / async2): 4.00" in text
     assert [updates_per_rollout(m) for m in ("async", "async1", "async2")] == [1, 1, 2]
+
+
+def test_vllm_gpu_summary_lists_the_lora_swaps(tmp_path):
+    from benchmarks.vllm_gpu import summarize
+
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    row = {"sync_s": 0.02, "first_generate_s": 0.5, "steady_generate_s": 0.4, "swap_s": 0.12}
+    (raw / "measure_lora.json").write_text(json.dumps({
+        "meta": {"gpu": "G", "date": "D"},
+        "smollm2_135m": {"adapter_parameters": 4_884_480, "lora_swaps": [row, row]},
+    }))
+    summary = summarize(raw, tmp_path / "out")
+    assert summary["lora_swaps"]["smollm2_135m"]["lora_swaps"] == [row, row]
+    assert "| SmolLM2-135M-Instruct | 4.9M | 0.020, 0.020 | 0.120, 0.120 |" in (tmp_path / "out.md").read_text()

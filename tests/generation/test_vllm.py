@@ -335,3 +335,22 @@ def test_flash_attention_with_an_fp32_engine_is_a_one_line_error(fake_vllm, toke
                            engine_kwargs={"attention_backend": "FLASH_ATTN"})
     assert backend.llm.kwargs["dtype"] == "bfloat16"
     make_backend("vllm", model=model.float(), tokenizer=tokenizer, engine_kwargs={"attention_backend": "TRITON_ATTN"})
+
+
+def test_the_lora_swap_measurement_times_each_sync_of_new_adapters(fake_vllm, tokenizer, tmp_path):
+    """benchmarks/vllm_gpu.py's ``lora`` section on the fake engine: every sync moves new adapter weights (only
+    the LoRA B matrices are perturbed) and is a new LoRA request the next generate uses."""
+    from benchmarks.vllm_gpu import lora_swaps
+
+    model = apply_lora(build_tiny_model(tokenizer), {"r": 4, "lora_alpha": 8})
+    base = {n: p.detach().clone() for n, p in model.named_parameters() if "lora_B" not in n}
+    backend = make_backend("vllm", model=model, tokenizer=tokenizer, adapter_dir=str(tmp_path))
+    before = [p.detach().clone() for n, p in model.named_parameters() if "lora_B" in n]
+    rows = lora_swaps(backend, model, [[1, 2], [3]], repeats=2)
+    assert [sorted(r) for r in rows] == [["first_generate_s", "steady_generate_s", "swap_s", "sync_s"]] * 2
+    assert all(r["sync_s"] > 0 and r["swap_s"] == pytest.approx(r["sync_s"] + r["first_generate_s"] - r["steady_generate_s"])
+               for r in rows)
+    assert [c["lora"].id for c in backend.llm.calls[1:]] == [1, 1, 2, 2]  # warm-up on the base, then each version
+    after = [p.detach() for n, p in model.named_parameters() if "lora_B" in n]
+    assert all(not torch.equal(a, b) for a, b in zip(after, before, strict=True))
+    assert all(torch.equal(p.detach(), base[n]) for n, p in model.named_parameters() if "lora_B" not in n)
