@@ -423,15 +423,20 @@ class ComputeAdvantages(ConnectorV2):
         return batch
 
 
-class ReferenceLogProbs(ConnectorV2):
-    """KL to the reference (``kl_coeff > 0``): writes each module's ``ref_logp`` column, the response tokens'
-    log-probs under the frozen reference policy, once per training batch in passes of ``logprob_batch_size``
-    rows (verl's ``compute_ref_log_prob``), not once per minibatch and epoch inside the loss. A column an
-    earlier piece wrote (REINFORCE++'s KL reward needs the same numbers) is kept."""
+class NoGradLogProbs(ConnectorV2):
+    """Base of the pieces that write a log-prob column from no-grad passes of the Learner's module, in passes
+    of ``logprob_batch_size`` rows (``LLMConfig.logprob_rows``)."""
 
     def __init__(self, input_observation_space=None, input_action_space=None, *, config: Any, **kwargs: Any) -> None:
         super().__init__(input_observation_space, input_action_space, **kwargs)
         self.rows = config.logprob_rows
+
+
+class ReferenceLogProbs(NoGradLogProbs):
+    """KL to the reference (``kl_coeff > 0``): writes each module's ``ref_logp`` column, the response tokens'
+    log-probs under the frozen reference policy, once per training batch in passes of ``logprob_batch_size``
+    rows (verl's ``compute_ref_log_prob``), not once per minibatch and epoch inside the loss. A column an
+    earlier piece wrote (REINFORCE++'s KL reward needs the same numbers) is kept."""
 
     def __call__(self, *, rl_module, batch, episodes, explore=None, shared_data=None, metrics=None, **kwargs):
         for module_id, columns in batch.items():
@@ -442,15 +447,11 @@ class ReferenceLogProbs(ConnectorV2):
         return batch
 
 
-class ProximalLogProbs(ConnectorV2):
+class ProximalLogProbs(NoGradLogProbs):
     """Asynchronous rollouts: writes each module's ``prox_logp`` column, the response tokens' log-probs under
     the Learner's policy as it is before this update (no grad), the proximal policy of the decoupled PPO
     objective (:func:`~rllib_llm.algorithms.losses.behaviour_weights`). The recorded ``action_logp`` stay the
     behaviour policy's: the loss weighs each token by their truncated ratio."""
-
-    def __init__(self, input_observation_space=None, input_action_space=None, *, config: Any, **kwargs: Any) -> None:
-        super().__init__(input_observation_space, input_action_space, **kwargs)
-        self.rows = config.logprob_rows
 
     def __call__(self, *, rl_module, batch, episodes, explore=None, shared_data=None, metrics=None, **kwargs):
         for module_id, columns in batch.items():
