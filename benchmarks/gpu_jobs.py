@@ -351,12 +351,14 @@ def collect(out: Path, dry: bool, envs: list[str], wait_s: float) -> None:
 
 def async_bar(out: Path, dry: bool, budget_s: float, seeds: list[int], iterations: int, wait_s: float,
               pairs: bool = False, runners: int = 1, backend: str = "hf", modes: tuple[str, ...] = ("sync", "async"),
-              dtype: str = "float32", logprob_batch_size: int | None = None, compile_learner: bool = False) -> None:
+              dtype: str = "float32", logprob_batch_size: int | None = None, compile_learner: bool = False,
+              env: str = "NumberLine") -> None:
     """Issue 25's bar (benchmarks/async_gpu.py): sync and async runs of the main job at GPU size, one process
     per (mode, seed), all sharing the GPU, started detached on the first call; every call waits up to
     ``wait_s`` for them and, once they are done, writes ``async_h200.{json,md,png}`` and the logs into ``out``."""
     arms = (("" if tuple(modes) == ("sync", "async") else "_" + "_".join(modes)) + ("" if dtype == "float32" else f"_{dtype}")
-            + (f"_lp{logprob_batch_size}" if logprob_batch_size else "") + ("_compiled" if compile_learner else ""))
+            + (f"_lp{logprob_batch_size}" if logprob_batch_size else "") + ("_compiled" if compile_learner else "")
+            + ("" if env == "NumberLine" else f"_{env.lower()}"))
     folder = (Path("/tmp/gpu_dry") if dry else WORK) / f"async{'_pairs' if pairs else ''}_r{runners}_{backend}{arms}"
     model = "tiny-random-llama" if dry else "smollm2-135m-instruct"
     if not (folder / "runs.sh").is_file():
@@ -364,7 +366,8 @@ def async_bar(out: Path, dry: bool, budget_s: float, seeds: list[int], iteration
         sizes = "--num-groups 2 --group-size 2 --eval-seeds 4" if dry else "--num-groups 8 --group-size 4 --eval-seeds 64"
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "note.txt").write_text(
-            f"tuned_examples/numberline_gigpo.py as shipped at GPU size ({sizes}), generation backend {backend}, weights {dtype}, "
+            f"tuned_examples/numberline_gigpo.py as shipped{'' if env == 'NumberLine' else f' moved to {env} (benchmarks/learning.py)'} "
+            f"at GPU size ({sizes}), generation backend {backend}, weights {dtype}, "
             f"{f'{logprob_batch_size} rows per no-grad Learner pass, ' if logprob_batch_size else ''}"
             f"{'the Learner compiling its model (torch_compile_learner), ' if compile_learner else ''}{runners} remote EnvRunner(s) "
             f"(splitting the groups) + the Learner on one GPU, modes {' / '.join(modes)} (async: max_staleness 1, asyncK: K updates' "
@@ -376,7 +379,7 @@ def async_bar(out: Path, dry: bool, budget_s: float, seeds: list[int], iteration
            f"{iterations} --model {model} {sizes} --time-budget-s {budget_s:.0f} --detach{' --pairs' if pairs else ''} --runners {runners} --backend {backend} "
            f"--modes {' '.join(modes)} --dtype {dtype}"
            + (f" --logprob-batch-size {logprob_batch_size}" if logprob_batch_size else "")
-           + (" --compile-learner" if compile_learner else ""))
+           + (" --compile-learner" if compile_learner else "") + f" --env {env}")
     deadline = time.monotonic() + wait_s
     while not (folder / "done").is_file() and time.monotonic() < deadline:
         time.sleep(5)
@@ -565,7 +568,7 @@ def main() -> int:
     parser.add_argument("--grpo-seeds", type=int, nargs="*", default=[0, 1, 2], help="bar: GRPO runs")
     parser.add_argument("--num-groups", type=int, default=8, help="bar")
     parser.add_argument("--group-size", type=int, default=4, help="bar")
-    parser.add_argument("--env", default="NumberLine", help="bar")
+    parser.add_argument("--env", default="NumberLine", help="bar, and async (NumberLine or Sokoban)")
     parser.add_argument("--envs", nargs="+", default=["NumberLine"], help="collect: the bar steps to wait for")
     parser.add_argument("--bar-variant", default="base", help="bar: a gpu_sweep.py variant (e.g. micro8: less memory)")
     parser.add_argument("--detach", action="store_true", help="bar: start the runs and return (see collect)")
@@ -611,7 +614,7 @@ def main() -> int:
      "collect": lambda: collect(args.out, args.dry_run, args.envs, args.wait_s),
      "async": lambda: async_bar(args.out, args.dry_run, args.budget_s, args.seeds or [0, 1, 2], args.iterations,
                                 args.wait_s, args.pairs, args.runners, args.backend, tuple(args.modes), args.dtype,
-                                args.logprob_batch_size, args.compile_learner),
+                                args.logprob_batch_size, args.compile_learner, args.env),
      "examples": lambda: examples(args.out, args.dry_run, args.budget_s, args.seeds or [0, 1], args.iterations,
                                   args.examples, args.wait_s),
      "examples-report": lambda: examples_report(args.folder, args.out, note=args.note),

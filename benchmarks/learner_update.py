@@ -89,7 +89,7 @@ def build(args: argparse.Namespace, dtype: str, compile_learner: bool = False) -
     run_args = argparse.Namespace(
         model=args.model, dtype=dtype, inference_dtype=None, num_groups=args.num_groups, group_size=args.group_size,
         runners=1, eval_seeds=2, seed=0, backend="hf", mode="sync", max_staleness=1, logprob_batch_size=None,
-        compile_learner=compile_learner,
+        compile_learner=compile_learner, env="NumberLine",
     )
     return build_run(run_args, torch.cuda.is_available()).build_algo()
 

@@ -139,20 +139,23 @@ def test_async_gpu_runs_take_the_weights_dtype_and_the_async_mode():
         main(["run", "--mode", "asyncx"])
     args = argparse.Namespace(model="tiny-random-llama", num_groups=2, group_size=2, runners=1, eval_seeds=4, seed=0,
                               backend="hf", mode="async2", max_staleness=1, dtype="bfloat16", inference_dtype=None,
-                              logprob_batch_size=None, compile_learner=False)
+                              logprob_batch_size=None, compile_learner=False, env="NumberLine")
     config = build(args, on_gpu=False)
     assert config.llm_model["dtype"] == "bfloat16" and config.llm_model["inference_dtype"] is None
     assert config.async_rollouts and config.updates_per_rollout == 2 and config.max_staleness == 3
 
 
-def test_async_gpu_runs_take_the_no_grad_pass_rows_and_the_compile_flag():
+def test_async_gpu_runs_take_the_no_grad_pass_rows_the_compile_flag_and_the_env():
     from benchmarks.async_gpu import build
 
     args = argparse.Namespace(model="tiny-random-llama", num_groups=2, group_size=2, runners=1, eval_seeds=4, seed=0,
                               backend="hf", mode="sync", max_staleness=1, dtype="float32", inference_dtype=None,
-                              logprob_batch_size=256, compile_learner=True)
+                              logprob_batch_size=256, compile_learner=True, env="NumberLine")
     config = build(args, on_gpu=False)
-    assert config.logprob_rows == 256 and config.torch_compile_learner
+    assert config.logprob_rows == 256 and config.torch_compile_learner and config.env == "NumberLine"
+    sokoban = build(argparse.Namespace(**{**vars(args), "env": "Sokoban"}), on_gpu=False)
+    assert sokoban.env == "Sokoban" and sokoban.env_config["max_steps"] == sokoban.max_episode_steps
+    assert sokoban.logprob_rows == 256 and sokoban.group_size == 2
 
 
 def test_learner_update_times_each_setting_and_reports_it_against_shipped(tmp_path, ray_session):
@@ -210,7 +213,27 @@ def test_async_gpu_report_compares_every_async_mode_with_sync_seed_by_seed(tmp_p
     report(tmp_path, stem="async_test", results=tmp_path / "out")
     text = (tmp_path / "out" / "async_test.md").read_text()
     assert "**async2 vs sync**: time to the level, sum over seeds (sync / async2): 4.00" in text
+    assert s["level_is_informative"] is False  # sync was at 1.0 from its first iteration on
+    assert "**The synchronous runs did not improve**" in text
+    assert "Trained success at equal samples" in text and "async 1.000, 0.500; sync 1.000, 1.000." in text
     assert [updates_per_rollout(m) for m in ("async", "async1", "async2")] == [1, 1, 2]
+
+
+def test_async_gpu_report_compares_success_at_the_iterations_both_runs_of_a_seed_reached(tmp_path):
+    from benchmarks.async_gpu import summarize
+
+    def run(mode: str, seed: int, success: list[float]) -> None:
+        rows = [{"kind": "setup", "mode": mode, "seed": seed}]
+        rows += [{"kind": "iteration", "elapsed": i + 1.0, "train_success": v, "timers": {}} for i, v in enumerate(success)]
+        (tmp_path / f"{mode}_s{seed}.jsonl").write_text("\n".join(map(json.dumps, rows)))
+
+    run("sync", 0, [0.0] * 5 + [0.5] * 5)          # 10 iterations, improving
+    run("async", 0, [0.0] * 5 + [0.2] * 5 + [1.0] * 5)  # 15 in the same time: compared at iteration 10
+    data = summarize(tmp_path)
+    assert data["runs"]["async_s0"]["equal_samples_iteration"] == 10
+    assert data["runs"]["async_s0"]["success_at_equal_samples"] == pytest.approx(0.2)
+    assert data["runs"]["sync_s0"]["success_at_equal_samples"] == pytest.approx(0.5)
+    assert data["summary"]["level_is_informative"] and data["summary"]["sync_start"] == 0.0
 
 
 def test_vllm_gpu_summary_lists_the_lora_swaps(tmp_path):
