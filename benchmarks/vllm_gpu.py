@@ -37,6 +37,10 @@ together fail to size their KV cache from a share of the card).
   GPU memory of one rollout + Learner update (fp32 weights, AdamW, a 16 x 512-token batch) with the engine
   awake during the update vs asleep (``sleep_between_rollouts``: vLLM's sleep mode, level 1).
 
+``qwen15``: writes that random 1.5B-shaped model (with the embedded model's tokenizer) to ``WORK/qwen15`` and
+prints the path, for ``benchmarks/rollout_throughput.py --model /root/work/vllm/qwen15 --device cuda --dtype bfloat16
+--backend {hf,vllm}`` (issue 23's rollout throughput at 1.5B).
+
 ``train``: the main job (tuned_examples/numberline_gigpo.py) at GPU size (8 groups x 4) through ``python -m
 rllib_llm.run.cli train`` (a wrapper example per run, as ``gpu_jobs.py multiagent``) with ``hf`` and with
 ``vllm`` on the same seeds (LoRA, as shipped), ``vllm`` with full weights (CUDA IPC sync, lr 1e-5), ``vllm``
@@ -194,7 +198,6 @@ def measure_lora(out: Path, results: dict) -> None:
     model's tokenizer: its ids are valid in the larger vocabulary), each with the main job's LoRA spec, bf16
     base, one engine at a time."""
     import torch
-    from transformers import Qwen2Config, Qwen2ForCausalLM
 
     from rllib_llm.generation import make_backend
     from rllib_llm.models import apply_lora, load_causal_lm, load_tokenizer
@@ -207,14 +210,7 @@ def measure_lora(out: Path, results: dict) -> None:
         if key == "smollm2_135m":
             base = load_causal_lm(MODEL, tokenizer).to("cuda", torch.bfloat16).eval()
         else:
-            folder = WORK / "qwen15"
-            torch.manual_seed(0)
-            with torch.device("cuda"):
-                base = Qwen2ForCausalLM(Qwen2Config(**QWEN15)).to(torch.bfloat16).eval()
-            if not (folder / "config.json").is_file():
-                base.save_pretrained(folder)
-            tokenizer.save_pretrained(folder)
-            base.config._name_or_path = str(folder)  # the engine loads the saved folder
+            base = qwen15_model(tokenizer)
         model = apply_lora(base, spec)
         r = results.setdefault(key, {})
         r["lora_spec"] = spec
@@ -284,22 +280,35 @@ def measure_135m(out: Path, results: dict, sections: list[str]) -> None:
     torch.cuda.empty_cache()
 
 
+def qwen15_model(tokenizer: Any = None) -> Any:
+    """A random model of Qwen2.5-1.5B's shape (bf16, on the GPU), saved once to ``WORK/qwen15`` with
+    ``tokenizer`` (the embedded model's: its ids are valid in the larger vocabulary) so that vLLM engines and
+    ``benchmarks/rollout_throughput.py --model WORK/qwen15`` load the same weights; ``config._name_or_path``
+    points there."""
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    folder = WORK / "qwen15"
+    torch.manual_seed(0)
+    with torch.device("cuda" if torch.cuda.is_available() else "cpu"):
+        model = Qwen2ForCausalLM(Qwen2Config(**QWEN15)).to(torch.bfloat16).eval()
+    if not (folder / "config.json").is_file():
+        model.save_pretrained(folder)
+    if tokenizer is not None and not (folder / "tokenizer_config.json").is_file():
+        tokenizer.save_pretrained(folder)
+    model.config._name_or_path = str(folder)  # the engine loads the saved folder, not a re-export
+    return model
+
+
 def measure_big(out: Path, results: dict) -> None:
     """Qwen2.5-1.5B-shaped random model: sync times and colocation memory (see the module docstring)."""
     import torch
-    from transformers import Qwen2Config, Qwen2ForCausalLM
 
     from rllib_llm.generation import make_backend
 
     r = results.setdefault("qwen2_5_1_5b_shape", {})
-    folder = WORK / "qwen15"
-    torch.manual_seed(0)
-    with torch.device("cuda"):
-        model = Qwen2ForCausalLM(Qwen2Config(**QWEN15)).to(torch.bfloat16).eval()
+    model = qwen15_model()
     r["parameters"] = sum(p.numel() for p in model.parameters())
-    if not (folder / "config.json").is_file():
-        model.save_pretrained(folder)
-    model.config._name_or_path = str(folder)  # the engine loads the saved folder, not a re-export
     r["gpu_used_gib_model_only"] = gpu_used_gib()
     engine = dict(ENGINE, skip_tokenizer_init=True, enforce_eager=True, max_model_len=1024)
     start = time.perf_counter()
@@ -678,7 +687,7 @@ def rollout_lines(rollout: dict[str, dict], rows: list[dict[str, Any]]) -> list[
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("step", choices=("measure", "train", "report", "summarize"))
+    parser.add_argument("step", choices=("measure", "train", "report", "summarize", "qwen15"))
     parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "/tmp/vllm_out")))
     parser.add_argument("--sections", nargs="+", default=["logprobs", "sync135", "big"])
     parser.add_argument("--runs", nargs="+", default=DEFAULT_RUNS, help="train: name:seed of RUNS")
@@ -693,6 +702,11 @@ def main() -> None:
         measure(args.out, args.sections)
     elif args.step == "train":
         train(args.runs, args.budget_s, args.iterations, args.detach, args.stagger_s)
+    elif args.step == "qwen15":  # the folder for rollout_throughput.py --model (issue 23's 1.5B throughput)
+        from rllib_llm.models import load_tokenizer
+
+        qwen15_model(load_tokenizer(MODEL))
+        print(WORK / "qwen15")
     elif args.step == "report":
         report(args.out, args.wait_s)
     else:
