@@ -349,7 +349,7 @@ def collect(out: Path, dry: bool, envs: list[str], wait_s: float) -> None:
             print(f"== {log.name}", *log.read_text(errors="replace").splitlines()[-3:], sep="\n", flush=True)
 
 
-def async_bar(out: Path, dry: bool, budget_s: float, seeds: list[int], iterations: int, wait_s: float,
+def async_bar(out: Path, dry: bool, budget_s: float, seeds: list[int], iterations: int, wait_s: float, *,
               pairs: bool = False, runners: int = 1, backend: str = "hf", modes: tuple[str, ...] = ("sync", "async"),
               dtype: str = "float32", logprob_batch_size: int | None = None, compile_learner: bool = False,
               env: str = "NumberLine") -> None:
@@ -613,8 +613,9 @@ def main() -> int:
                               args.detach),
      "collect": lambda: collect(args.out, args.dry_run, args.envs, args.wait_s),
      "async": lambda: async_bar(args.out, args.dry_run, args.budget_s, args.seeds or [0, 1, 2], args.iterations,
-                                args.wait_s, args.pairs, args.runners, args.backend, tuple(args.modes), args.dtype,
-                                args.logprob_batch_size, args.compile_learner, args.env),
+                                args.wait_s, pairs=args.pairs, runners=args.runners, backend=args.backend,
+                                modes=tuple(args.modes), dtype=args.dtype, logprob_batch_size=args.logprob_batch_size,
+                                compile_learner=args.compile_learner, env=args.env),
      "examples": lambda: examples(args.out, args.dry_run, args.budget_s, args.seeds or [0, 1], args.iterations,
                                   args.examples, args.wait_s),
      "examples-report": lambda: examples_report(args.folder, args.out, note=args.note),
