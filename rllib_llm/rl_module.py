@@ -140,9 +140,21 @@ class LLMRLModule(TorchRLModule, InferenceOnlyAPI):
             self.value_head = torch.nn.Linear(model.get_output_embeddings().in_features, 1)
             torch.nn.init.zeros_(self.value_head.weight)
             torch.nn.init.zeros_(self.value_head.bias)
+        if self.inference_only:  # an EnvRunner's: it only samples, so it stays in eval mode (see ``train``)
+            self.eval()
 
     def get_non_inference_attributes(self) -> list[str]:
         return ["value_head"]
+
+    def train(self, mode: bool = True) -> LLMRLModule:
+        """``nn.Module.train``, skipped when the module and its model are in ``mode`` already. RLlib switches
+        the module around every forward pass (``forward_exploration``: eval and back; ``forward_train``:
+        train), and a switch walks every submodule: ~5 ms for SmolLM2-135M with LoRA on a CPU (transformers
+        re-checks its kernels too), a few times per env step and per minibatch. Sampling modules stay in eval
+        mode (``setup``), so their switches cost nothing."""
+        if self.training == mode and self.model.training == mode:
+            return self
+        return super().train(mode)
 
     def compile(self, compile_config: TorchCompileConfig) -> LLMRLModule:
         """RLlib's hook for ``.framework(torch_compile_learner=True)``: compiles the language model (with

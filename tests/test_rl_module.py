@@ -193,3 +193,24 @@ def test_building_a_module_does_not_log_rllibs_rlmoduleconfig_deprecation_notice
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0 and "built" in done.stdout, done.stderr[-2000:]
     assert "RLModuleConfig" not in done.stderr
+
+
+def test_sampling_switches_no_module_mode_and_the_learner_switches_only_on_a_change():
+    """A mode switch walks every submodule (ms with LoRA): an EnvRunner's module stays in eval mode through
+    RLlib's forward_exploration and the hf backend; the Learner's module switches only when the mode changes."""
+    from rllib_llm.env_runner import LLMEnvRunner
+    from tests.conftest import tiny_config
+
+    runner = LLMEnvRunner(config=tiny_config().llm(model={"name_or_path": "tiny-random-llama", "lora": {"r": 4}}))
+    model = runner.module.model
+    assert not runner.module.training and not model.training
+    switches = []
+    model.train = lambda mode=True: switches.append(mode) or model  # what nn.Module.train calls on each child
+    episodes = runner.sample(seeds=[0, 1], group_size=1)
+    assert episodes and switches == []
+    learner = build()
+    learner.model.train = lambda mode=True: switches.append(mode) or learner.model
+    learner.train()
+    assert switches == []  # already training
+    learner.eval()
+    assert switches == [False]

@@ -56,11 +56,22 @@ def fill_template(template: str, **slots: Any) -> str:
     return template.format_map(_Slots(slots))
 
 
+def render_chat(tokenizer: Any, messages: list[dict[str, Any]]) -> str:
+    """``messages`` through the chat template, with the generation prompt, as text (a VL processor, which
+    wraps its tokenizer, renders like a plain tokenizer)."""
+    return tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+
+
+def encode_texts(tokenizer: Any, texts: list[str]) -> list[list[int]]:
+    """The ids of each rendered prompt, in one tokenizer call (the fast tokenizers encode a batch at once)."""
+    if not texts:
+        return []
+    return [list(ids) for ids in getattr(tokenizer, "tokenizer", tokenizer)(texts, add_special_tokens=False)["input_ids"]]
+
+
 def encode_chat(tokenizer: Any, messages: list[dict[str, Any]]) -> list[int]:
-    """Prompt ids of ``messages`` with the generation prompt. Renders the chat template to text first, so a
-    VL processor (which wraps its tokenizer) works like a plain tokenizer."""
-    text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
-    return list(getattr(tokenizer, "tokenizer", tokenizer)(text, add_special_tokens=False)["input_ids"])
+    """Prompt ids of ``messages`` with the generation prompt (:func:`render_chat`, then the tokenizer)."""
+    return encode_texts(tokenizer, [render_chat(tokenizer, messages)])[0]
 
 
 def response_prefix_ids(tokenizer: Any, prefix: str) -> list[int]:
@@ -151,6 +162,7 @@ class ChatPromptBuilder(ConnectorV2):
         self.budget = _Budget(max_prompt_tokens)
         self.multimodal = multimodal
         self._warned_no_image = False
+        self._prefix_ids: dict[tuple[int, str], list[int]] = {}  # (id(tokenizer), prefix) -> its ids
 
     @property
     def max_prompt_tokens(self) -> int:
@@ -217,8 +229,7 @@ class ChatPromptBuilder(ConnectorV2):
         cut of the ids). ``{history_length}`` keeps the memory's count when only some lines are dropped."""
         budget = self.max_prompt_tokens
         image = self._wants_image(tokenizer, episode)
-
-        prefix = response_prefix_ids(tokenizer, episode.custom_data.get(RESPONSE_PREFIX_KEY, ""))
+        prefix = self.prefix_ids(tokenizer, episode)
 
         def attempt(memory_kept: str, length: int, few_shot: bool = True) -> tuple[list[int], str]:
             messages = self.messages(episode, memory_kept, length, few_shot=few_shot, image=image)
@@ -273,13 +284,35 @@ class ChatPromptBuilder(ConnectorV2):
         )
         return truncate_ids(ids, budget), text
 
+    def prefix_ids(self, tokenizer: Any, episode: Any) -> list[int]:
+        """The ids of the episode's prefilled reply start (``response_prefix``), tokenized once per string."""
+        prefix = episode.custom_data.get(RESPONSE_PREFIX_KEY, "")
+        key = (id(tokenizer), prefix)
+        if key not in self._prefix_ids:
+            self._prefix_ids[key] = response_prefix_ids(tokenizer, prefix)
+        return self._prefix_ids[key]
+
+    def build_all(self, tokenizer: Any, episodes: list, memories: list[str], lengths: list[int]) -> list[tuple[list[int], str]]:
+        """:meth:`build` for every episode, with the common case batched: every full prompt is rendered, the
+        texts are encoded in one tokenizer call, and only a prompt over the budget goes through
+        :meth:`build`'s cuts."""
+        rendered = []
+        for episode, memory, length in zip(episodes, memories, lengths, strict=True):
+            messages = self.messages(episode, memory, length, image=self._wants_image(tokenizer, episode))
+            content = messages[-1]["content"]
+            rendered.append((render_chat(tokenizer, messages), content if isinstance(content, str) else content[-1]["text"]))
+        built = []
+        for i, ids in enumerate(encode_texts(tokenizer, [text for text, _ in rendered])):
+            ids += self.prefix_ids(tokenizer, episodes[i])
+            fits = len(ids) <= self.max_prompt_tokens
+            built.append((ids, rendered[i][1]) if fits else self.build(tokenizer, episodes[i], memories[i], lengths[i]))
+        return built
+
     def __call__(self, *, rl_module, batch, episodes, explore=None, shared_data=None, metrics=None, **kwargs):
         memories = batch.get(MEMORY) or [""] * len(episodes)
         lengths = batch.get(HISTORY_LENGTH) or [0] * len(episodes)
         before = self.budget.count
-        built = [
-            self.build(rl_module.tokenizer, ep, mem, n) for ep, mem, n in zip(episodes, memories, lengths, strict=True)
-        ]
+        built = self.build_all(rl_module.tokenizer, list(episodes), list(memories), list(lengths))
         self.budget.log_metric(metrics, before)
         batch[PROMPT_IDS] = [ids for ids, _ in built]
         batch[PROMPT_TEXT] = [text for _, text in built]

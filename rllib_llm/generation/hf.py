@@ -234,7 +234,8 @@ class HFBackend(GenerationBackend):
         self, prompts: list[list[int]], params: SamplingParams, generator: torch.Generator | None
     ) -> list[GenerationOutput]:
         was_training = self.model.training
-        self.model.eval()
+        if was_training:  # a mode switch walks every submodule (ms with LoRA): only when there is one to make
+            self.model.eval()
         try:
             mode = self.decode_mode()
             width = max(len(p) for p in prompts)
@@ -257,7 +258,8 @@ class HFBackend(GenerationBackend):
                 self.stats["eager_batches"] += 1
                 return self._decode_eager(prompts, params, generator)
         finally:
-            self.model.train(was_training)
+            if was_training:
+                self.model.train()
 
     def _decode_eager(
         self, prompts: list[list[int]], params: SamplingParams, generator: torch.Generator | None

@@ -19,6 +19,8 @@ from benchmarks._common import format_table, resolve_size
 TINY = "tiny-random-llama"
 
 
+REPO = Path(__file__).resolve().parents[2]
+
 def run_benchmark(name: str, tmp_path: Path, *argv: str) -> dict[str, Any]:
     """Runs ``benchmarks/<name>.py`` in-process, writing to ``tmp_path``; returns its JSON."""
     output = tmp_path / f"{name}.json"
@@ -249,3 +251,13 @@ def test_vllm_gpu_summary_lists_the_lora_swaps(tmp_path):
     summary = summarize(raw, tmp_path / "out")
     assert summary["lora_swaps"]["smollm2_135m"]["lora_swaps"] == [row, row]
     assert "| SmolLM2-135M-Instruct | 4.9M | 0.020, 0.020 | 0.120, 0.120 |" in (tmp_path / "out.md").read_text()
+
+
+def test_runner_overhead_times_each_tree_in_its_own_process(tmp_path):
+    from benchmarks.runner_overhead import main
+
+    result = main(["--envs", "2", "--repeats", "1", "--trees", str(REPO), str(REPO), "--results-dir", str(tmp_path),
+                   "--stem", "r"])
+    assert [len(t["rows"]) for t in result["trees"]] == [1, 1]
+    assert all(t["rows"][0]["ms_per_env_step"] > 0 for t in result["trees"])
+    assert "| 2 |" in (tmp_path / "r.md").read_text() and "first / last" in (tmp_path / "r.md").read_text()

@@ -95,3 +95,27 @@ def test_truncate_ids_and_bad_budget():
     assert truncate_ids(list(range(10)), 4, head_fraction=0.5) == [0, 1, 8, 9]
     with pytest.raises(ValueError, match="max_prompt_tokens"):
         ChatPromptBuilder(max_prompt_tokens=8)
+
+
+def test_a_batch_of_prompts_is_encoded_in_one_call_and_equals_building_each_alone(module, tokenizer, monkeypatch):
+    """``build_all``: every fitting prompt from one batched tokenizer call, the same ids as ``build`` one by one;
+    a prompt over the budget still gets ``build``'s cuts."""
+    from rllib_llm.env_connectors import prompts
+
+    episodes = [long_episode(steps) for steps in (1, 3, 10)]
+    for episode in episodes:
+        episode.custom_data[prompts.RESPONSE_PREFIX_KEY] = "<action>"
+    memory = ["line\n" * n for n in (1, 3, 10)]
+    lengths = [1, 3, 10]
+    budget = len(ChatPromptBuilder().build(tokenizer, episodes[1], memory[1], 3)[0])  # the 10-step one is longer
+    builder = ChatPromptBuilder(max_prompt_tokens=budget)
+    alone = [ChatPromptBuilder(max_prompt_tokens=budget).build(tokenizer, e, m, n)
+             for e, m, n in zip(episodes, memory, lengths, strict=True)]
+    calls = []
+    encode = prompts.encode_texts
+    monkeypatch.setattr(prompts, "encode_texts", lambda tok, texts: calls.append(len(texts)) or encode(tok, texts))
+    together = builder.build_all(tokenizer, episodes, memory, lengths)
+    assert together == alone
+    assert len(ChatPromptBuilder().build(tokenizer, episodes[2], memory[2], 10)[0]) > budget  # so it was cut
+    assert calls[0] == 3  # one call for all three; the over-long one is re-encoded by build's cuts
+    assert builder.budget.count == 1
