@@ -295,7 +295,10 @@ class ChatPromptBuilder(ConnectorV2):
     def build_all(self, tokenizer: Any, episodes: list, memories: list[str], lengths: list[int]) -> list[tuple[list[int], str]]:
         """:meth:`build` for every episode, with the common case batched: every full prompt is rendered, the
         texts are encoded in one tokenizer call, and only a prompt over the budget goes through
-        :meth:`build`'s cuts."""
+        :meth:`build`'s cuts. A subclass with its own ``build`` (the prompt agent's returns messages) gets it
+        called for each episode, as before."""
+        if type(self).build is not ChatPromptBuilder.build:
+            return [self.build(tokenizer, *args) for args in zip(episodes, memories, lengths, strict=True)]
         rendered = []
         for episode, memory, length in zip(episodes, memories, lengths, strict=True):
             messages = self.messages(episode, memory, length, image=self._wants_image(tokenizer, episode))
