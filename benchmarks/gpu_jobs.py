@@ -581,7 +581,7 @@ def main() -> int:
     parser.add_argument("--compile-learner", action="store_true",
                         help="async: the Learner compiles its model (.framework(torch_compile_learner=True))")
     parser.add_argument("--learner-settings", nargs="+", default=None,
-                        help="learner: benchmarks/learner_update.py settings (default: all, ~7 min on an H100)")
+                        help="learner: benchmarks/learner_update.py settings (default: all; ~7 min on an H100 before 'compile', whose first update compiles for minutes)")
     parser.add_argument("--backend", choices=("hf", "vllm"), default="hf",
                         help="async: the generation backend (vllm: after `source .gpu/install.sh`)")
     parser.add_argument("--wait-s", type=float, default=540.0, help="collect: the longest wait in this call")
