@@ -152,7 +152,8 @@ class LLMRLModule(TorchRLModule, InferenceOnlyAPI):
         train), and a switch walks every submodule: ~5 ms for SmolLM2-135M with LoRA on a CPU (transformers
         re-checks its kernels too), a few times per env step and per minibatch. Sampling modules stay in eval
         mode (``setup``), so their switches cost nothing."""
-        if self.training == mode and self.model.training == mode:
+        model = getattr(self, "model", None)  # None while RLlib builds the module
+        if self.training == mode and (model is None or model.training == mode):
             return self
         return super().train(mode)
 
