@@ -23,16 +23,16 @@ def token_batch(module: LLMRLModule, prompts: list[list[int]], responses: list[l
     return {k: torch.as_tensor(v) for k, v in pad_token_batch(steps, module.tokenizer.pad_token_id).items()}
 
 
-def test_compiled_passes_equal_the_eager_ones_on_batches_of_new_lengths():
+def assert_compiled_equals_eager(device: str, compile_config: TorchCompileConfig) -> None:
     torch._dynamo.reset()
-    eager = LLMRLModule(model_config={"model": {"name_or_path": "tiny-random-llama", "lora": {"r": 4}}})
-    compiled = LLMRLModule(model_config={"model": {"name_or_path": "tiny-random-llama", "lora": {"r": 4}}})
+    spec = {"model": {"name_or_path": "tiny-random-llama", "lora": {"r": 4}}}
+    eager, compiled = LLMRLModule(model_config=spec).to(device), LLMRLModule(model_config=spec).to(device)
     compiled.set_state(eager.get_state(frozen_weights=True))
-    assert compiled.compile(EAGER) is compiled and compiled.compile(EAGER) is compiled  # once
+    assert compiled.compile(compile_config) is compiled and compiled.compile(compile_config) is compiled  # once
     assert compiled.model._compiled_call_impl is not None and eager.model._compiled_call_impl is None
     frames = torch._dynamo.utils.counters["stats"]["unique_graphs"]
     for prompts, responses in [([[5, 6, 7], [8, 9]], [[10, 11], [12]]), ([[5, 6, 7, 8, 9, 10]], [[11, 12, 13, 14]])]:
-        batch = token_batch(eager, prompts, responses)
+        batch = {k: v.to(device) for k, v in token_batch(eager, prompts, responses).items()}
         outs = []
         for module in (eager, compiled):
             module.model.zero_grad()
@@ -41,13 +41,24 @@ def test_compiled_passes_equal_the_eager_ones_on_batches_of_new_lengths():
             grad = next(p.grad for p in module.model.parameters() if p.requires_grad)
             outs.append((out["logp"].detach(), out["entropy"].detach(), grad.clone()))
         mask = batch["response_mask"].bool()
-        torch.testing.assert_close(outs[0][0][mask], outs[1][0][mask], rtol=1e-5, atol=1e-5)
-        torch.testing.assert_close(outs[0][1][mask], outs[1][1][mask], rtol=1e-5, atol=1e-5)
-        torch.testing.assert_close(outs[0][2], outs[1][2], rtol=1e-4, atol=1e-6)
+        torch.testing.assert_close(outs[0][0][mask], outs[1][0][mask], rtol=1e-4, atol=1e-4)
+        torch.testing.assert_close(outs[0][1][mask], outs[1][1][mask], rtol=1e-4, atol=1e-4)
+        torch.testing.assert_close(outs[0][2], outs[1][2], rtol=1e-3, atol=1e-5)
         with torch.no_grad():  # the reference pass: adapters off, through the compiled model too
             torch.testing.assert_close(compiled.reference_logprobs(batch)[mask], eager.reference_logprobs(batch)[mask],
-                                       rtol=1e-5, atol=1e-5)
+                                       rtol=1e-4, atol=1e-4)
     assert torch._dynamo.utils.counters["stats"]["unique_graphs"] > frames  # dynamo traced the model
+
+
+def test_compiled_passes_equal_the_eager_ones_on_batches_of_new_lengths():
+    assert_compiled_equals_eager("cpu", EAGER)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_inductor_compiled_passes_equal_the_eager_ones_on_a_gpu():
+    """What ``torch_compile_learner=True`` runs on a GPU: inductor's kernels, dynamic shapes."""
+    assert_compiled_equals_eager("cuda", TorchCompileConfig(torch_dynamo_backend="inductor"))
 
 
 @pytest.mark.usefixtures("ray_session")
