@@ -441,8 +441,7 @@ class ReferenceLogProbs(NoGradLogProbs):
     def __call__(self, *, rl_module, batch, episodes, explore=None, shared_data=None, metrics=None, **kwargs):
         for module_id, columns in batch.items():
             if REF_LOGP not in columns:
-                module = learner_module(rl_module, module_id)
-                columns[REF_LOGP] = module_pass(module, columns, module.reference_logprobs, self.rows)
+                columns[REF_LOGP] = MODULE_OUTPUTS[REF_LOGP](learner_module(rl_module, module_id), columns, self.rows)
             columns[REF_LOGP] = np.asarray(columns[REF_LOGP], dtype=np.float32)
         return batch
 

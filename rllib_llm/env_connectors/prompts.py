@@ -74,6 +74,12 @@ def encode_chat(tokenizer: Any, messages: list[dict[str, Any]]) -> list[int]:
     return encode_texts(tokenizer, [render_chat(tokenizer, messages)])[0]
 
 
+def user_text(messages: list[dict[str, Any]]) -> str:
+    """The text of the last (user) message, whose content is a string or ``[image, text]`` parts."""
+    content = messages[-1]["content"]
+    return content if isinstance(content, str) else content[-1]["text"]
+
+
 def response_prefix_ids(tokenizer: Any, prefix: str) -> list[int]:
     """The ids of a prefilled reply start, appended after the generation prompt (none for "")."""
     if not prefix:
@@ -233,9 +239,7 @@ class ChatPromptBuilder(ConnectorV2):
 
         def attempt(memory_kept: str, length: int, few_shot: bool = True) -> tuple[list[int], str]:
             messages = self.messages(episode, memory_kept, length, few_shot=few_shot, image=image)
-            content = messages[-1]["content"]
-            ids = encode_chat(tokenizer, messages) + prefix
-            return ids, content if isinstance(content, str) else content[-1]["text"]
+            return encode_chat(tokenizer, messages) + prefix, user_text(messages)
 
         ids, text = attempt(memory, history_length)
         if len(ids) <= budget:
@@ -302,8 +306,7 @@ class ChatPromptBuilder(ConnectorV2):
         rendered = []
         for episode, memory, length in zip(episodes, memories, lengths, strict=True):
             messages = self.messages(episode, memory, length, image=self._wants_image(tokenizer, episode))
-            content = messages[-1]["content"]
-            rendered.append((render_chat(tokenizer, messages), content if isinstance(content, str) else content[-1]["text"]))
+            rendered.append((render_chat(tokenizer, messages), user_text(messages)))
         built = []
         for i, ids in enumerate(encode_texts(tokenizer, [text for text, _ in rendered])):
             ids += self.prefix_ids(tokenizer, episodes[i])

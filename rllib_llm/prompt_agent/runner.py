@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from rllib_llm.env_connectors.prompts import ChatPromptBuilder
+from rllib_llm.env_connectors.prompts import ChatPromptBuilder, user_text
 from rllib_llm.env_runner import LLMEnvRunner
 from rllib_llm.generation.base import GenerationBackend, GenerationOutput, SamplingParams, truncate_at_stop
 from rllib_llm.metrics import rollout_stats
@@ -54,10 +54,10 @@ class MessagesOutput:
         image = observation.get("image") if isinstance(observation, dict) else None
         send_image = bool(self.multimodal) and image is not None
         messages = self.messages(episode, memory, history_length, image=send_image)
-        content = messages[-1]["content"]
-        if send_image:
-            messages[-1] = {**messages[-1], "content": [_image_url(image), content[-1]]}
-        return messages, content if isinstance(content, str) else content[-1]["text"]
+        text = user_text(messages)
+        if send_image:  # the image part as an OpenAI image_url, the text part as it is
+            messages[-1] = {**messages[-1], "content": [_image_url(image), messages[-1]["content"][-1]]}
+        return messages, text
 
 
 def messages_output(builder: ChatPromptBuilder) -> ChatPromptBuilder:
