@@ -39,6 +39,21 @@ def load_average() -> list[float]:
         return []
 
 
+def device_timed(fn: Any, *args: Any) -> float:
+    """Seconds ``fn(*args)`` takes, with the GPU's queued work waited for before and after (when there is one)."""
+    import time
+
+    import torch
+
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+    start = time.perf_counter()
+    fn(*args)
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+    return time.perf_counter() - start
+
+
 def load_1m() -> float | None:
     """The 1-minute load average, stored next to each timed row."""
     load = load_average()

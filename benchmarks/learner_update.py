@@ -50,6 +50,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks._common import device_timed  # noqa: E402
+
 SETTINGS = ("shipped", "rllib_steps", "split_prefix", "logprob_all", "cublas", "tf32", "minibatch_64", "minibatch_all",
             "bf16", "compile")
 #: Settings that need a build of their own (the others change the built Learner in place).
@@ -66,18 +68,6 @@ PLAN = {
     "minibatch_64": (64, "all", None, True, False),
     "minibatch_all": (None, "all", None, True, False),
 }
-
-
-def timed(fn: Any) -> float:
-    import torch
-
-    if torch.cuda.is_available():
-        torch.cuda.synchronize()
-    start = time.perf_counter()
-    fn()
-    if torch.cuda.is_available():
-        torch.cuda.synchronize()
-    return time.perf_counter() - start
 
 
 def build(args: argparse.Namespace, dtype: str, compile_learner: bool = False) -> Any:
@@ -133,7 +123,7 @@ def use_rllib_steps(learner: Any, on: bool) -> None:
 def measure(algo: Any, episodes: list, repeats: int, minibatch_size: int | None) -> list[float]:
     """``repeats`` timed updates after one warm-up."""
     update(algo, episodes, minibatch_size)
-    return [timed(lambda: update(algo, episodes, minibatch_size)) for _ in range(repeats)]
+    return [device_timed(lambda: update(algo, episodes, minibatch_size)) for _ in range(repeats)]
 
 
 def profile(algo: Any, episodes: list, out: Path) -> None:
@@ -222,8 +212,8 @@ def main(argv: list[str] | None = None) -> None:
         episodes = algo.sample_episodes()
         rows = sum(len(e) for e in episodes)
         results["rows"] = rows
-        results["sample_s"] = timed(algo.sample_episodes)
-        results["sync_s"] = timed(algo._broadcast_weights)
+        results["sample_s"] = device_timed(algo.sample_episodes)
+        results["sync_s"] = device_timed(algo._broadcast_weights)
         learner = algo.learner_group._learner
         module = learner.module[DEFAULT_MODULE_ID].unwrapped()
         blas = torch.backends.cuda.preferred_blas_library() if torch.cuda.is_available() else None
@@ -247,14 +237,14 @@ def main(argv: list[str] | None = None) -> None:
         algo = build(args, "bfloat16")
         episodes = algo.sample_episodes()
         set_logprob_rows(algo, sum(len(e) for e in episodes))
-        results["bf16_sync_s"] = timed(algo._broadcast_weights)
+        results["bf16_sync_s"] = device_timed(algo._broadcast_weights)
         record["bf16"] = measure(algo, episodes, args.repeats, 32)
         print("bf16", [f"{t:.3f}" for t in record["bf16"]], flush=True)
         algo.stop()
     if "compile" in args.settings:
         algo = build(args, "float32", compile_learner=True)
         episodes = algo.sample_episodes()
-        results["compile_first_s"] = timed(lambda: update(algo, episodes, 32))
+        results["compile_first_s"] = device_timed(lambda: update(algo, episodes, 32))
         record["compile"] = measure(algo, episodes, args.repeats, 32)
         print("compile", [f"{t:.3f}" for t in record["compile"]], f"(first update {results['compile_first_s']:.1f} s)",
               flush=True)

@@ -63,6 +63,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks._common import device_timed  # noqa: E402
+
 WORK = Path(os.environ.get("VLLM_GPU_WORK", "/root/work/vllm"))
 MODEL = "smollm2-135m-instruct"
 #: Every engine here: FlashAttention (the carried vLLM has no flashinfer).
@@ -159,18 +161,6 @@ def perturb(model: Any, seed: int, scale: float = 0.01, adapters_only: bool = Fa
             p.add_(torch.randn(p.shape, generator=gen, device=p.device, dtype=torch.float32).to(p.dtype) * scale)
 
 
-def timed_call(fn: Any, *args: Any) -> float:
-    import torch
-
-    if torch.cuda.is_available():
-        torch.cuda.synchronize()
-    start = time.perf_counter()
-    fn(*args)
-    if torch.cuda.is_available():
-        torch.cuda.synchronize()
-    return time.perf_counter() - start
-
-
 def lora_swaps(backend: Any, model: Any, prompts: list[list[int]], repeats: int = 3) -> list[dict[str, float]]:
     """LoRA hot-swap cost per sync (issue 23): ``update_weights`` saves the adapter and points the engine at a
     new ``LoRARequest`` (the base is never re-exported); vLLM loads that adapter when the next generate uses it.
@@ -183,10 +173,10 @@ def lora_swaps(backend: Any, model: Any, prompts: list[list[int]], repeats: int 
     rows = []
     for r in range(repeats):
         perturb(model, seed=200 + r, scale=0.02, adapters_only=True)
-        sync_s = timed_call(backend.update_weights, {})
+        sync_s = device_timed(backend.update_weights, {})
         assert backend.last_sync == "lora", backend.last_sync
-        first_s = timed_call(backend.generate, prompts, params)
-        steady_s = timed_call(backend.generate, prompts, params)
+        first_s = device_timed(backend.generate, prompts, params)
+        steady_s = device_timed(backend.generate, prompts, params)
         rows.append({"sync_s": sync_s, "first_generate_s": first_s, "steady_generate_s": steady_s,
                      "swap_s": sync_s + first_s - steady_s})
         log("lora swap", json.dumps(rows[-1]))
