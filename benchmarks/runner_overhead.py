@@ -82,22 +82,30 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if args.child:
         print(json.dumps(measure(args.envs, args.repeats)))
         return {}
+    sys.path.insert(0, str(ROOT))  # the parent only: a child imports rllib_llm from its own tree
+    from benchmarks._common import load_average
+
     trees = []
+    load_before = load_average()
     for tree in args.trees:
         env = {**os.environ, "PYTHONPATH": str(tree.resolve()), "TOKENIZERS_PARALLELISM": "false"}
         out = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--child", "--envs", *map(str, args.envs),
                               "--repeats", str(args.repeats)], cwd=tree, env=env, capture_output=True, text=True)
         if out.returncode:
             raise SystemExit(f"{tree}: {out.stderr[-2000:]}")
-        trees.append({**json.loads(out.stdout.strip().splitlines()[-1]), "commit": git_commit(tree)})
-    result = {"date": time.strftime("%Y-%m-%d"), "cpu_count": os.cpu_count(), "reply": REPLY, "trees": trees}
+        trees.append({**json.loads(out.stdout.strip().splitlines()[-1]), "commit": git_commit(tree),
+                      "load_avg_after": load_average()})
+    result = {"date": time.strftime("%Y-%m-%d"), "cpu_count": os.cpu_count(), "reply": REPLY,
+              "load_avg_before": load_before, "trees": trees}
     header = "| envs | " + " | ".join(f"`{t['commit']}` ms / env step" for t in trees) + (
         " | first / last |" if len(trees) > 1 else " |")
     lines = [f"# EnvRunner overhead per env step ({result['date']}, {os.cpu_count()} CPU cores)", "",
              "`python benchmarks/runner_overhead.py`: the main job's EnvRunner with a backend that answers a fixed "
              "32-token reply instantly (6-step episodes, one env per seed), so `sample()` is all overhead: prompt "
              "building, parsing, env steps, bookkeeping. Median of "
-             f"{args.repeats} rollouts per size; each source tree in its own process, one after the other.", "",
+             f"{args.repeats} rollouts per size; each source tree in its own process, one after the other. Load "
+             f"average (1, 5, 15 min) before: {load_before}; after each tree: "
+             + "; ".join(f"`{t['commit']}` {t['load_avg_after']}" for t in trees) + ".", "",
              header, "|---:|" + "---:|" * (len(trees) + (len(trees) > 1))]
     for i, n in enumerate(args.envs):
         values = [t["rows"][i]["ms_per_env_step"] for t in trees]
