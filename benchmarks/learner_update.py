@@ -50,7 +50,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks._common import device_timed  # noqa: E402
+from benchmarks._common import device_timed, load_average  # noqa: E402
 
 SETTINGS = ("shipped", "rllib_steps", "split_prefix", "logprob_all", "cublas", "tf32", "minibatch_64", "minibatch_all",
             "bf16", "compile")
@@ -150,14 +150,17 @@ def report(after: Path, before: Path | None, results: Path, stem: str) -> None:
     medians = {name: statistics.median(times) for name, times in data["settings"].items()}
     old = data.get("before_reference_column", {}).get("settings", {}).get("shipped")
     base = statistics.median(old) if old else medians.get("shipped")
-    lines = [f"# One Learner update of the main job at GPU size ({data['date']}, {data['device']})", "",
+    lines = [f"# One Learner update of the main job, {data['num_groups']} groups x {data['group_size']} ({data['date']}, "
+             f"{data['device']})", "",
              f"`python benchmarks/learner_update.py` (via `benchmarks/gpu_jobs.py learner`): {data['model']}, "
              f"{data['num_groups']} groups x {data['group_size']} = {data.get('rows')} rows, the same batch updated on "
              f"again and again; median of the timed updates (first one a warm-up). Sampling that batch took "
              f"{data.get('sample_s', 0):.2f} s, one weight sync {data.get('sync_s', 0):.3f} s"
              + (f" (bf16 build: {data['bf16_sync_s']:.3f} s)." if "bf16_sync_s" in data else ".")
              + (f" The compiled build's first update (compiling) took {data['compile_first_s']:.1f} s."
-                if "compile_first_s" in data else ""), "",
+                if "compile_first_s" in data else "")
+             + (f" Load average (1, 5, 15 min) before / after: {data['load_avg_before']} / {data.get('load_avg_after')}."
+                if "load_avg_before" in data else ""), "",
              "| setting | s / update | updates | vs " + ("before" if old else "shipped") + " |", "|---|---:|---|---:|"]
     if old:
         lines.append(f"| before (reference pass per minibatch, in the loss) | {base:.3f} | "
@@ -203,7 +206,7 @@ def main(argv: list[str] | None = None) -> None:
     results: dict[str, Any] = {
         "model": args.model, "num_groups": args.num_groups, "group_size": args.group_size,
         "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu",
-        "torch": torch.__version__, "date": time.strftime("%Y-%m-%d"), "settings": {},
+        "torch": torch.__version__, "date": time.strftime("%Y-%m-%d"), "load_avg_before": load_average(), "settings": {},
     }
     record = results["settings"]
     float_settings = [s for s in args.settings if s not in OWN_BUILD]
@@ -251,6 +254,7 @@ def main(argv: list[str] | None = None) -> None:
         algo.stop()
     if own_ray:
         ray.shutdown()
+    results["load_avg_after"] = load_average()
     (args.out / "learner_update.json").write_text(json.dumps(results, indent=2))
     base = statistics.median(record["shipped"]) if "shipped" in record else None
     print(f"\n{results['device']}, {results.get('rows')} rows, sample {results.get('sample_s', 0):.2f} s, "
