@@ -43,6 +43,7 @@ from benchmarks._common import (  # noqa: E402
 from rllib_llm.columns import RESPONSE  # noqa: E402
 from rllib_llm.env_runner import LLMEnvRunner
 from rllib_llm.generation import GenerationBackend, GenerationOutput, SamplingParams  # noqa: E402
+from rllib_llm.generation.vllm import import_vllm, sampling_kwargs, tokens_prompt  # noqa: E402
 
 NAME = "rollout_throughput"
 PRESETS = {
@@ -59,8 +60,11 @@ class TimedBackend(GenerationBackend):
     def __init__(self, inner: GenerationBackend, one_at_a_time: bool) -> None:
         self.inner, self.one_at_a_time = inner, one_at_a_time
         self.seconds, self.calls = 0.0, 0
+        #: Every batch it was given, to replay through the bare engine (:func:`raw_vllm_seconds`).
+        self.requests: list[tuple[list[list[int]], SamplingParams]] = []
 
     def generate(self, prompts: list[list[int]], params: SamplingParams) -> list[GenerationOutput]:
+        self.requests.append((prompts, params))
         start = time.perf_counter()
         if self.one_at_a_time:
             outputs = [self.inner.generate([prompt], params)[0] for prompt in prompts]
@@ -95,6 +99,25 @@ def build_runner(model: str, steps: int, new_tokens: int, device: str, max_batch
     return runner
 
 
+def raw_vllm_seconds(backend: GenerationBackend, requests: list[tuple[list[list[int]], SamplingParams]]) -> float | None:
+    """The same prompts replayed through the bare ``vllm.LLM.generate`` of an in-process vllm backend, as a user
+    would call it: one ``vllm.SamplingParams`` for the batch, same temperature, top-p, length and stop strings, no
+    per-request seeds or log-probs, outputs not parsed. ``None`` for any other backend. The ceiling the issue
+    compares the EnvRunner with ("the best backend >= 0.9x of raw vLLM generate on the same prompts")."""
+    llm = getattr(backend, "llm", None)
+    if llm is None:
+        return None
+    vllm = import_vllm()
+    seconds = 0.0
+    for prompts, params in requests:
+        kwargs = {k: v for k, v in sampling_kwargs(params).items() if k not in ("logprobs", "seed")}
+        start = time.perf_counter()
+        llm.generate([tokens_prompt(p) for p in prompts], vllm.SamplingParams(**kwargs), use_tqdm=False,
+                     lora_request=getattr(backend, "lora_request", None))
+        seconds += time.perf_counter() - start
+    return seconds
+
+
 def measure(runner: LLMEnvRunner, inner: GenerationBackend, envs: int, mode: str) -> dict[str, Any]:
     """One rollout of ``envs`` envs (one seed each, the same seeds for every mode)."""
     backend = TimedBackend(inner, one_at_a_time=mode == "one_at_a_time")
@@ -120,6 +143,10 @@ def measure(runner: LLMEnvRunner, inner: GenerationBackend, envs: int, mode: str
         "runner_vs_generate": backend.seconds / wall,
         "load_avg_1m": load_1m(),
     }
+    raw = raw_vllm_seconds(inner, backend.requests) if mode == "batched" else None
+    if raw is not None:
+        # The whole EnvRunner against the bare engine on the same prompts (1.0: the EnvRunner adds nothing).
+        row.update(raw_vllm_s=raw, raw_vllm_tokens_per_s=tokens / raw, runner_vs_raw_vllm=raw / wall)
     print(f"  {envs:>4} envs {mode:>13}: {wall:7.1f} s, {row['env_steps_per_s']:.2f} env steps/s", flush=True)
     return row
 
@@ -172,6 +199,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             ("tokens_per_s", ".1f"),
             ("generate_tokens_per_s", ".1f"),
             ("runner_vs_generate", ".2f"),
+            ("runner_vs_raw_vllm", ".2f"),
             ("speedup_vs_one_at_a_time", ".1f"),
             ("load_avg_1m", ".1f"),
         ],

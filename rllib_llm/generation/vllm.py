@@ -248,7 +248,8 @@ class VLLMBackend(GenerationBackend):
         self.lora = _is_peft(model)
         self.adapter_dir = Path(adapter_dir) if adapter_dir else None
         self.version = 0
-        self._lora_request: Any = None
+        #: The adapter the in-process engine generates with (a ``LoRARequest``; None until the first LoRA sync).
+        self.lora_request: Any = None
         self._lora_name: str | None = None
         self._tmp: tempfile.TemporaryDirectory | None = None
         if self.base_url:
@@ -324,7 +325,7 @@ class VLLMBackend(GenerationBackend):
         self._wake_up()
         sampling = [vllm.SamplingParams(**sampling_kwargs(params, i)) for i in range(len(prompts))]
         outputs = self.llm.generate(
-            [tokens_prompt(p) for p in prompts], sampling, use_tqdm=False, lora_request=self._lora_request
+            [tokens_prompt(p) for p in prompts], sampling, use_tqdm=False, lora_request=self.lora_request
         )
         return [parse_request_output(out, params.stop) for out in outputs]
 
@@ -402,7 +403,7 @@ class VLLMBackend(GenerationBackend):
         import_vllm()
         from vllm.lora.request import LoRARequest
 
-        self._lora_request = LoRARequest(name, self.version, str(folder))
+        self.lora_request = LoRARequest(name, self.version, str(folder))
 
     def _adapter_tmp(self) -> str:
         if self._tmp is None:

@@ -261,3 +261,28 @@ def test_runner_overhead_times_each_tree_in_its_own_process(tmp_path):
     assert [len(t["rows"]) for t in result["trees"]] == [1, 1]
     assert all(t["rows"][0]["ms_per_env_step"] > 0 for t in result["trees"])
     assert "| 2 |" in (tmp_path / "r.md").read_text() and "first / last" in (tmp_path / "r.md").read_text()
+
+
+def test_rollout_throughput_replays_the_same_prompts_through_the_bare_engine(monkeypatch, tmp_path):
+    from benchmarks.rollout_throughput import raw_vllm_seconds
+    from rllib_llm.generation import SamplingParams, make_backend
+    from rllib_llm.models import apply_lora, build_tiny_model, load_tokenizer
+    from tests.fake_backends import install_fake_vllm
+
+    install_fake_vllm(monkeypatch)
+    tokenizer = load_tokenizer(TINY)
+    model = apply_lora(build_tiny_model(tokenizer), {"r": 4, "lora_alpha": 8})
+    backend = make_backend("vllm", model=model, tokenizer=tokenizer, adapter_dir=str(tmp_path))
+    backend.update_weights({})  # the first LoRA sync: the engine now generates with an adapter
+    params = SamplingParams(max_new_tokens=3, seed=7, stop=["</action>"], ignore_eos=True)
+    requests = [([[1, 2, 3], [4, 5]], params), ([[6]], params)]
+    assert raw_vllm_seconds(backend, requests) >= 0
+    replayed = backend.llm.calls[-2:]
+    assert [c["prompts"] for c in replayed] == [[{"prompt_token_ids": [1, 2, 3]}, {"prompt_token_ids": [4, 5]}],
+                                                [{"prompt_token_ids": [6]}]]
+    # One SamplingParams a batch, the backend's settings less what only the EnvRunner needs.
+    assert replayed[0]["sampling"] == {"temperature": 1.0, "top_p": 1.0, "max_tokens": 3, "stop": ["</action>"],
+                                       "include_stop_str_in_output": True, "ignore_eos": True,
+                                       "skip_special_tokens": True}
+    assert replayed[0]["lora"] is backend.lora_request is not None
+    assert raw_vllm_seconds(make_backend("hf", model=model, tokenizer=tokenizer), requests) is None
