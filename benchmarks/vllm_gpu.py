@@ -541,12 +541,12 @@ def summarize(raw: Path, output: Path) -> dict[str, Any]:
                 "s_per_iter": sum(row.get("time_s", 0.0) for row in progress) / len(progress) if progress else None,
                 "error": None if run["summary"].get("after") else error,  # the run died: its last error line
             }
-    rollout = {backend: json.loads((raw / f"rollout_{backend}.json").read_text()) for backend in ("hf", "vllm")
-               if (raw / f"rollout_{backend}.json").is_file()}
+    rollout = rollout_files(raw)
     lora = measured.get("lora", {})
     summary = {"meta": measured.get("135m", {}).get("meta"), "smollm2_135m": small, "qwen2_5_1_5b_shape": big,
                "lora_swaps": {k: lora[k] for k in ("smollm2_135m", "qwen2_5_1_5b_shape") if k in lora},
-               "runs": runs, "rollout_throughput": rollout_rows(rollout)}
+               "runs": runs,
+               "rollout_throughput": {key: rollout_rows(pair) for key, pair in rollout.items()}}
     output.with_suffix(".json").write_text(json.dumps(summary, indent=1))
 
     def sync_row(name: str, data: dict) -> str:
@@ -631,47 +631,81 @@ def summarize(raw: Path, output: Path) -> dict[str, Any]:
     return summary
 
 
+#: ``rollout_{backend}{suffix}.json`` in the raw folder: which model's EnvRunner it timed.
+ROLLOUT_MODELS = {"": ("smollm2_135m", "SmolLM2-135M-Instruct (embedded)"),
+                  "_1p5b": ("qwen2_5_1_5b_shape", "Qwen2.5-1.5B shape (random weights, `vllm_gpu.py qwen15`)")}
+
+
+def rollout_files(raw: Path) -> dict[str, dict[str, dict]]:
+    """model key -> backend -> the ``rollout_throughput.py`` results file of that pair."""
+    found: dict[str, dict[str, dict]] = {}
+    for suffix, (key, _) in ROLLOUT_MODELS.items():
+        for backend in ("hf", "vllm"):
+            file = raw / f"rollout_{backend}{suffix}.json"
+            if file.is_file():
+                found.setdefault(key, {})[backend] = json.loads(file.read_text())
+    return found
+
+
 def rollout_rows(rollout: dict[str, dict]) -> list[dict[str, Any]]:
     """One row per env count: both backends' env steps/s, their generate-only tokens/s and the EnvRunner's
-    share of it (``runner_vs_generate``), and vllm / hf."""
+    share of it (``runner_vs_generate``), the bare engine's tokens/s on the vllm run's prompts and the vllm
+    EnvRunner against it (``runner_vs_raw_vllm``), vllm / hf, and hf's generate calls against the bare engine."""
+    keys = ("env_steps_per_s", "tokens_per_s", "generate_tokens_per_s", "runner_vs_generate",
+            "raw_vllm_tokens_per_s", "runner_vs_raw_vllm")
     by_envs: dict[int, dict[str, Any]] = {}
     for backend, data in rollout.items():
         for row in data["rows"]:
             if row["mode"] == "batched":
-                by_envs.setdefault(row["envs"], {"envs": row["envs"]})[backend] = {
-                    key: row[key] for key in ("env_steps_per_s", "tokens_per_s", "generate_tokens_per_s", "runner_vs_generate")}
+                by_envs.setdefault(row["envs"], {"envs": row["envs"]})[backend] = {k: row[k] for k in keys if k in row}
     rows = [by_envs[envs] for envs in sorted(by_envs)]
     for row in rows:
         if "hf" in row and "vllm" in row:
             row["vllm_over_hf"] = row["vllm"]["env_steps_per_s"] / row["hf"]["env_steps_per_s"]
+            raw = row["vllm"].get("raw_vllm_tokens_per_s")
+            if raw:
+                row["hf_generate_over_raw_vllm"] = row["hf"]["generate_tokens_per_s"] / raw
     return rows
 
 
-def rollout_lines(rollout: dict[str, dict], rows: list[dict[str, Any]]) -> list[str]:
-    if not rows:
+def rollout_lines(files: dict[str, dict[str, dict]], tables: dict[str, list[dict[str, Any]]]) -> list[str]:
+    if not tables:
         return []
-    any_run = next(iter(rollout.values()))
-    size = any_run["summary"]
     lines = [
         "",
         "## Rollout throughput with the whole EnvRunner (`benchmarks/rollout_throughput.py`, one rollout per size)",
         "",
-        f"{any_run['machine'].get('gpu')}, {any_run['machine']['date'][:10]}; the main job's EnvRunner, "
-        f"{size['steps']} env steps x {size['new_tokens']} new tokens per env (fixed length), module and engine in "
-        f"bf16; each backend in its own process, in consecutive device calls on the same warm card (the vllm run "
-        f"repeated after its first engine was refused in fp32). Runner share: the generate calls' time / the whole `sample()` (1.0: prompt building, parsing and "
-        "env steps cost nothing).",
-        "",
-        "| envs | hf env steps/s | vllm env steps/s | vllm / hf | hf generate tok/s | vllm generate tok/s | hf runner share | vllm runner share |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "The main job's EnvRunner, fixed-length responses, module and engine in bf16, each backend in its own "
+        "process on the same warm card. Runner share: the generate calls' time / the whole `sample()` (1.0: prompt "
+        "building, parsing and env steps cost nothing). Raw vLLM: the vllm run's prompts replayed through the bare "
+        "`vllm.LLM.generate` (one `SamplingParams` a batch, no per-request seeds or log-probs, outputs not parsed); "
+        "vllm runner / raw: the whole EnvRunner's time against it, issue 23's 'best backend >= 0.9x of raw vLLM "
+        "generate'; hf gen / raw: hf's generate calls against the bare engine on the other process's prompts "
+        "(same seeds and lengths, not the same sampled tokens).",
     ]
-    cell = lambda d, k, f: format(d[k], f) if k in d else "-"  # noqa: E731
-    for row in rows:
-        hf, vllm = row.get("hf", {}), row.get("vllm", {})
-        ratio = format(row["vllm_over_hf"], ".2f") + "x" if "vllm_over_hf" in row else "-"
-        lines.append(f"| {row['envs']} | {cell(hf, 'env_steps_per_s', '.0f')} | {cell(vllm, 'env_steps_per_s', '.0f')} | "
-                     f"{ratio} | {cell(hf, 'generate_tokens_per_s', ',.0f')} | {cell(vllm, 'generate_tokens_per_s', ',.0f')} | "
-                     f"{cell(hf, 'runner_vs_generate', '.2f')} | {cell(vllm, 'runner_vs_generate', '.2f')} |")
+    for key, title in ROLLOUT_MODELS.values():
+        if key not in tables:
+            continue
+        any_run = next(iter(files[key].values()))
+        size, machine = any_run["summary"], any_run["machine"]
+        lines += [
+            "",
+            f"### {title}: {machine.get('gpu')}, {machine['date'][:10]}, {size['steps']} env steps x "
+            f"{size['new_tokens']} new tokens per env",
+            "",
+            "| envs | hf env steps/s | vllm env steps/s | vllm / hf | hf generate tok/s | vllm generate tok/s | "
+            "raw vLLM tok/s | hf runner share | vllm runner share | vllm runner / raw | hf gen / raw |",
+            "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        ]
+        cell = lambda d, k, f: format(d[k], f) if d.get(k) is not None else "-"  # noqa: E731
+        for row in tables[key]:
+            hf, vllm = row.get("hf", {}), row.get("vllm", {})
+            lines.append(
+                f"| {row['envs']} | {cell(hf, 'env_steps_per_s', '.0f')} | {cell(vllm, 'env_steps_per_s', '.0f')} | "
+                f"{cell(row, 'vllm_over_hf', '.2f')} | {cell(hf, 'generate_tokens_per_s', ',.0f')} | "
+                f"{cell(vllm, 'generate_tokens_per_s', ',.0f')} | {cell(vllm, 'raw_vllm_tokens_per_s', ',.0f')} | "
+                f"{cell(hf, 'runner_vs_generate', '.2f')} | {cell(vllm, 'runner_vs_generate', '.2f')} | "
+                f"{cell(vllm, 'runner_vs_raw_vllm', '.2f')} | {cell(row, 'hf_generate_over_raw_vllm', '.2f')} |")
     return lines
 
 

@@ -286,3 +286,28 @@ def test_rollout_throughput_replays_the_same_prompts_through_the_bare_engine(mon
                                        "skip_special_tokens": True}
     assert replayed[0]["lora"] is backend.lora_request is not None
     assert raw_vllm_seconds(make_backend("hf", model=model, tokenizer=tokenizer), requests) is None
+
+
+def test_vllm_gpu_summary_tables_each_models_rollouts_against_the_bare_engine(tmp_path):
+    from benchmarks.vllm_gpu import summarize
+
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    machine = {"gpu": "G", "date": "2026-12-07T00:00:00"}
+    size = {"steps": 6, "new_tokens": 32}
+
+    def write(name: str, row: dict) -> None:
+        row = {"envs": 64, "mode": "batched", "env_steps_per_s": 100.0, "tokens_per_s": 3200.0, **row}
+        (raw / name).write_text(json.dumps({"machine": machine, "summary": size, "rows": [row]}))
+
+    write("rollout_hf_1p5b.json", {"generate_tokens_per_s": 4000.0, "runner_vs_generate": 0.9})
+    write("rollout_vllm_1p5b.json", {"env_steps_per_s": 200.0, "generate_tokens_per_s": 8000.0,
+                                     "runner_vs_generate": 0.8, "raw_vllm_tokens_per_s": 10000.0,
+                                     "runner_vs_raw_vllm": 0.64})
+    summary = summarize(raw, tmp_path / "out")
+    row = summary["rollout_throughput"]["qwen2_5_1_5b_shape"][0]
+    assert row["vllm_over_hf"] == pytest.approx(2.0) and row["hf_generate_over_raw_vllm"] == pytest.approx(0.4)
+    assert "smollm2_135m" not in summary["rollout_throughput"]
+    text = (tmp_path / "out.md").read_text()
+    assert "### Qwen2.5-1.5B shape" in text
+    assert "| 64 | 100 | 200 | 2.00 | 4,000 | 8,000 | 10,000 | 0.90 | 0.80 | 0.64 | 0.40 |" in text
