@@ -186,16 +186,23 @@ def module_pass(
     module: Any, columns: StepColumns, fn: Callable[[dict], torch.Tensor], chunk_size: int | None = 32
 ) -> np.ndarray:
     """``fn`` (a no-grad [B, R] model output) over the steps' token batch in chunks of ``chunk_size`` rows
-    (None: one pass), as float64."""
+    (None: one pass), as float64, with the module in eval mode: these columns (reference, proximal, value
+    estimates) are the policy's numbers, not one dropout sample of them (``lora_dropout > 0`` would make every
+    pass differ; TRL's ``disable_dropout`` exists for the same reason). The module's mode is restored after."""
     batch = pad_token_batch(columns, module.tokenizer.pad_token_id)
     device = next(module.parameters()).device
     outputs = []
     rows = num_rows(columns)
     chunk_size = chunk_size or max(rows, 1)
-    with torch.no_grad():
-        for start in range(0, rows, chunk_size):
-            chunk = {k: torch.as_tensor(v[start : start + chunk_size], device=device) for k, v in batch.items()}
-            outputs.append(fn(chunk).double().cpu().numpy())
+    training = module.training
+    module.train(False)
+    try:
+        with torch.no_grad():
+            for start in range(0, rows, chunk_size):
+                chunk = {k: torch.as_tensor(v[start : start + chunk_size], device=device) for k, v in batch.items()}
+                outputs.append(fn(chunk).double().cpu().numpy())
+    finally:
+        module.train(training)
     width = batch[RESPONSE_MASK].shape[1]
     return np.concatenate(outputs) if outputs else np.zeros((0, width))
 

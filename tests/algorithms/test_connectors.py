@@ -195,3 +195,28 @@ def test_multi_agent_configs_take_a_list_of_user_learner_pieces():
         "FlattenAgentSteps", "InvalidActionPenalty", "ComputeAdvantages", "_DoubleAdvantages", "_DoubleAdvantages",
         "StepsToTokenBatch", "NumpyToTensor",
     ]
+
+
+def test_no_grad_log_prob_passes_measure_the_policy_not_a_dropout_sample():
+    """With LoRA dropout the Learner's module trains in train mode; the reference / proximal / value passes run
+    in eval mode (two passes agree, and equal an eval-mode forward), and the module's mode is restored."""
+    from rllib_llm.algorithms.learner_connectors import module_pass
+    from rllib_llm.columns import ACTION_LOGP, PROMPT, RESPONSE
+    from rllib_llm.rl_module import LLMRLModule
+
+    lora = {"r": 4, "lora_alpha": 8, "lora_dropout": 0.5}
+    module = LLMRLModule(model_config={"model": {"name_or_path": "tiny-random-llama", "lora": lora}})
+    with torch.no_grad():  # a trained adapter (peft starts lora_B at zero, where dropout changes nothing)
+        for name, param in module.model.named_parameters():
+            if "lora_B" in name:
+                param.normal_(0.0, 0.5)
+    columns = {PROMPT: [[5, 6, 7], [8, 9]], RESPONSE: [[10, 11], [12, 13, 14]],
+               ACTION_LOGP: [[-1.0, -1.0], [-1.0, -1.0, -1.0]], REWARDS: np.zeros(2)}
+    module.train(True)
+    first = module_pass(module, columns, lambda chunk: module.logprobs(chunk)[0])
+    second = module_pass(module, columns, lambda chunk: module.logprobs(chunk)[0])
+    assert module.training and module.model.training
+    np.testing.assert_array_equal(first, second)
+    module.train(False)
+    np.testing.assert_allclose(first, module_pass(module, columns, lambda chunk: module.logprobs(chunk)[0]))
+    assert not module.training
