@@ -625,10 +625,40 @@ def summarize(raw: Path, output: Path) -> dict[str, Any]:
                      f"{curve_text} | {speed} | {(run['error'] or '')[:120]} |")
     lines += [""] + [f"`{stem}`: {meta.get('gpu')}, {meta.get('date')}" + (f"; {meta['note']}" if meta.get("note") else "")
                      + "." for stem, meta in batches.items()] if batches else []
+    if plot_curves(runs, output.with_suffix(".png")):
+        lines += ["", f"Curves: `{output.with_suffix('.png').name}` (the main job's runs, trained success per iteration, "
+                  "moving mean of 5; one panel per seed, `hf` and `vllm` side by side)."]
     lines += rollout_lines(rollout, summary["rollout_throughput"])
     output.with_suffix(".md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     return summary
+
+
+#: The training runs that are the main job with one backend or the other (the curves' panels).
+MAIN_JOB_RUNS = ("hf_lora", "vllm_lora", "vllm_full")
+
+
+def moving_mean(values: list[float], window: int = 5) -> list[float]:
+    return [sum(values[max(0, i - window + 1) : i + 1]) / len(values[max(0, i - window + 1) : i + 1])
+            for i in range(len(values))]
+
+
+def plot_curves(runs: dict[str, dict[str, Any]], path: Path) -> bool:
+    """The main job's hf and vllm runs (``<batch>/<run>_s<seed>``), one panel per seed; False if none."""
+    panels: dict[str, list[dict[str, Any]]] = {}
+    for tag, run in runs.items():
+        name, _, seed = tag.split("/")[-1].rpartition("_s")
+        curve = [x for x in run["train_success"] if x is not None]
+        if name in MAIN_JOB_RUNS and curve:
+            panels.setdefault(seed, []).append({"label": tag, "x": list(range(1, len(curve) + 1)), "y": moving_mean(curve)})
+    if not panels:
+        return False
+    from benchmarks._common import save_plot
+
+    save_plot(path, [{"xlabel": f"iteration (seed {seed})", "ylabel": "trained success (MA5)", "lines": lines}
+                     for seed, lines in sorted(panels.items())],
+              title="The main job through rllib-llm train, hf vs vllm generation")
+    return True
 
 
 #: ``rollout_{backend}{suffix}.json`` in the raw folder: which model's EnvRunner it timed.

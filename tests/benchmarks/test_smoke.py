@@ -311,3 +311,19 @@ def test_vllm_gpu_summary_tables_each_models_rollouts_against_the_bare_engine(tm
     text = (tmp_path / "out.md").read_text()
     assert "### Qwen2.5-1.5B shape" in text
     assert "| 64 | 100 | 200 | 2.00 | 4,000 | 8,000 | 10,000 | 0.90 | 0.80 | 0.64 | 0.40 |" in text
+
+
+def test_vllm_gpu_summary_plots_the_main_jobs_hf_and_vllm_curves_per_seed(tmp_path):
+    from benchmarks.vllm_gpu import moving_mean, summarize
+
+    assert moving_mean([0.0, 1.0, 1.0], window=2) == [0.0, 0.5, 1.0]
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    run = {"progress": [{"success": 0.5, "time_s": 1.0}, {"success": 1.0, "time_s": 1.0}], "summary": {}, "log_tail": []}
+    (raw / "train_b.json").write_text(json.dumps({"runs": {"hf_lora_s3": run, "vllm_lora_s3": run, "vllm_sokoban_s3": run}}))
+    summarize(raw, tmp_path / "out")
+    assert (tmp_path / "out.png").stat().st_size > 0 and "Curves: `out.png`" in (tmp_path / "out.md").read_text()
+    (raw / "train_b.json").write_text(json.dumps({"runs": {"vllm_sokoban_s3": run}}))  # no main-job run: no plot
+    (tmp_path / "out.png").unlink()
+    summarize(raw, tmp_path / "out")
+    assert not (tmp_path / "out.png").exists()
