@@ -183,10 +183,11 @@ def lora_swaps(backend: Any, model: Any, prompts: list[list[int]], repeats: int 
     return rows
 
 
-def measure_lora(out: Path, results: dict) -> None:
+def measure_lora(out: Path, results: dict, keys: tuple[str, ...] = ("smollm2_135m", "qwen2_5_1_5b_shape"),
+                 tokenizer_name: str = MODEL) -> None:
     """``lora_swaps`` for the embedded model and for the Qwen2.5-1.5B shape (random weights, the embedded
     model's tokenizer: its ids are valid in the larger vocabulary), each with the main job's LoRA spec, bf16
-    base, one engine at a time."""
+    base, one engine at a time (``keys``: which of the two)."""
     import torch
 
     from rllib_llm.generation import make_backend
@@ -194,9 +195,9 @@ def measure_lora(out: Path, results: dict) -> None:
     from rllib_llm.run.cli import load_tuned_example
 
     spec = load_tuned_example(ROOT / "tuned_examples" / "numberline_gigpo.py")[0].llm_model["lora"]
-    tokenizer = load_tokenizer(MODEL)
+    tokenizer = load_tokenizer(tokenizer_name)
     prompts = numberline_prompts(tokenizer, 64)
-    for key in ("smollm2_135m", "qwen2_5_1_5b_shape"):
+    for key in keys:
         if key == "smollm2_135m":
             base = load_causal_lm(MODEL, tokenizer).to("cuda", torch.bfloat16).eval()
         else:
@@ -362,7 +363,7 @@ def measure_big(out: Path, results: dict) -> None:
     backend.llm.llm_engine.engine_core.shutdown()
 
 
-def measure(out: Path, sections: list[str]) -> None:
+def measure(out: Path, sections: list[str], tokenizer_name: str = MODEL) -> None:
     import torch
     import vllm
 
@@ -376,7 +377,9 @@ def measure(out: Path, sections: list[str]) -> None:
     if "big" in sections:
         steps.append(("big", lambda: measure_big(out, results)))
     if "lora" in sections:
-        steps.append(("lora", lambda: measure_lora(out, results)))
+        steps.append(("lora", lambda: measure_lora(out, results, tokenizer_name=tokenizer_name)))
+    elif "lora_1p5b" in sections:  # without the embedded model's weights (its GGUF not staged)
+        steps.append(("lora", lambda: measure_lora(out, results, ("qwen2_5_1_5b_shape",), tokenizer_name)))
     for name, fn in steps:
         try:
             fn()
@@ -743,7 +746,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("step", choices=("measure", "train", "report", "summarize", "qwen15"))
     parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "/tmp/vllm_out")))
-    parser.add_argument("--sections", nargs="+", default=["logprobs", "sync135", "big"])
+    parser.add_argument("--sections", nargs="+", default=["logprobs", "sync135", "big"],
+                        choices=("logprobs", "sync135", "big", "lora", "lora_1p5b"))
+    parser.add_argument("--tokenizer", default=MODEL,
+                        help="measure (lora) and qwen15: the tokenizer of the prompts and of the 1.5B-shaped model "
+                             "(default the embedded model's; a folder saved with save_pretrained serves where its "
+                             "GGUF is not staged)")
     parser.add_argument("--runs", nargs="+", default=DEFAULT_RUNS, help="train: name:seed of RUNS")
     parser.add_argument("--budget-s", type=float, default=360.0, help="train: each run's training time")
     parser.add_argument("--iterations", type=int, default=200, help="train: at most")
@@ -753,13 +761,13 @@ def main() -> None:
     args = parser.parse_args()
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     if args.step == "measure":
-        measure(args.out, args.sections)
+        measure(args.out, args.sections, args.tokenizer)
     elif args.step == "train":
         train(args.runs, args.budget_s, args.iterations, args.detach, args.stagger_s)
     elif args.step == "qwen15":  # the folder for rollout_throughput.py --model (issue 23's 1.5B throughput)
         from rllib_llm.models import load_tokenizer
 
-        qwen15_model(load_tokenizer(MODEL))
+        qwen15_model(load_tokenizer(args.tokenizer))
         print(WORK / "qwen15")
     elif args.step == "report":
         report(args.out, args.wait_s)
