@@ -363,6 +363,10 @@ def measure_big(out: Path, results: dict) -> None:
     backend.llm.llm_engine.engine_core.shutdown()
 
 
+#: ``measure`` sections of one model's LoRA swaps (``lora``: both) -> the results key.
+LORA_SECTIONS = {"lora_135m": "smollm2_135m", "lora_1p5b": "qwen2_5_1_5b_shape"}
+
+
 def measure(out: Path, sections: list[str], tokenizer_name: str = MODEL) -> None:
     import torch
     import vllm
@@ -376,10 +380,9 @@ def measure(out: Path, sections: list[str], tokenizer_name: str = MODEL) -> None
         steps.append(("135m", lambda: measure_135m(out, results, sections)))
     if "big" in sections:
         steps.append(("big", lambda: measure_big(out, results)))
-    if "lora" in sections:
-        steps.append(("lora", lambda: measure_lora(out, results, tokenizer_name=tokenizer_name)))
-    elif "lora_1p5b" in sections:  # without the embedded model's weights (its GGUF not staged)
-        steps.append(("lora", lambda: measure_lora(out, results, ("qwen2_5_1_5b_shape",), tokenizer_name)))
+    lora = [key for section, key in LORA_SECTIONS.items() if {"lora", section} & set(sections)]
+    if lora:  # lora_1p5b alone needs no GGUF (with --tokenizer); the two halves can run in separate calls
+        steps.append(("lora", lambda: measure_lora(out, results, tuple(lora), tokenizer_name)))
     for name, fn in steps:
         try:
             fn()
@@ -747,7 +750,7 @@ def main() -> None:
     parser.add_argument("step", choices=("measure", "train", "report", "summarize", "qwen15"))
     parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "/tmp/vllm_out")))
     parser.add_argument("--sections", nargs="+", default=["logprobs", "sync135", "big"],
-                        choices=("logprobs", "sync135", "big", "lora", "lora_1p5b"))
+                        choices=("logprobs", "sync135", "big", "lora", "lora_135m", "lora_1p5b"))
     parser.add_argument("--tokenizer", default=MODEL,
                         help="measure (lora) and qwen15: the tokenizer of the prompts and of the 1.5B-shaped model "
                              "(default the embedded model's; a folder saved with save_pretrained serves where its "

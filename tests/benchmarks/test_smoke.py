@@ -327,3 +327,24 @@ def test_vllm_gpu_summary_plots_the_main_jobs_hf_and_vllm_curves_per_seed(tmp_pa
     (tmp_path / "out.png").unlink()
     summarize(raw, tmp_path / "out")
     assert not (tmp_path / "out.png").exists()
+
+
+@pytest.mark.parametrize("sections, keys", [(["lora"], ("smollm2_135m", "qwen2_5_1_5b_shape")),
+                                            (["lora_1p5b"], ("qwen2_5_1_5b_shape",)),
+                                            (["lora_135m"], ("smollm2_135m",)), (["big"], None)])
+def test_vllm_gpu_measure_runs_the_lora_halves_it_is_asked_for(monkeypatch, tmp_path, sections, keys):
+    import sys
+    import types
+
+    import torch
+
+    from benchmarks import vllm_gpu
+
+    monkeypatch.setitem(sys.modules, "vllm", types.SimpleNamespace(__version__="0"))
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *_: "G")
+    monkeypatch.setattr(vllm_gpu, "WORK", tmp_path / "work")
+    calls = []
+    monkeypatch.setattr(vllm_gpu, "measure_lora", lambda out, results, keys, tok: calls.append((keys, tok)))
+    monkeypatch.setattr(vllm_gpu, "measure_big", lambda out, results: None)
+    vllm_gpu.measure(tmp_path, sections, "/some/tokenizer")
+    assert calls == ([(keys, "/some/tokenizer")] if keys else [])
