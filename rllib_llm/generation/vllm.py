@@ -323,7 +323,9 @@ class VLLMBackend(GenerationBackend):
             return self._generate_remote(prompts, params)
         vllm = import_vllm()
         self._wake_up()
-        sampling = [vllm.SamplingParams(**sampling_kwargs(params, i)) for i in range(len(prompts))]
+        # One SamplingParams for the batch; one per request only for per-request seeds (seed + index).
+        sampling = (vllm.SamplingParams(**sampling_kwargs(params)) if params.seed is None
+                    else [vllm.SamplingParams(**sampling_kwargs(params, i)) for i in range(len(prompts))])
         outputs = self.llm.generate(
             [tokens_prompt(p) for p in prompts], sampling, use_tqdm=False, lora_request=self.lora_request
         )

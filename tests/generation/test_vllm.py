@@ -124,6 +124,8 @@ def test_in_process_engine_generation_and_full_weight_sync(fake_vllm, tokenizer)
     outs = backend.generate([[1, 2, 3], [4, 5]], SamplingParams(max_new_tokens=3, seed=7))
     assert [o.token_ids for o in outs] == [[3], [5]]
     assert [s["seed"] for s in llm.calls[0]["sampling"]] == [7, 8]
+    backend.generate([[1, 2, 3], [4, 5]], SamplingParams(max_new_tokens=3))  # no seed: one SamplingParams
+    assert llm.calls[1]["sampling"]["max_tokens"] == 3 and "seed" not in llm.calls[1]["sampling"]
     with torch.no_grad():
         model.lm_head.weight.add_(1.0)
     backend.update_weights({})
