@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import functools
 import logging
+import time
 from typing import Any, ClassVar
 
 import ray
 from ray.rllib.algorithms.algorithm import Algorithm
+from ray.rllib.callbacks.utils import make_callback
 from ray.rllib.core import ALL_MODULES, COMPONENT_LEARNER, COMPONENT_OPTIMIZER, COMPONENT_RL_MODULE
 from ray.rllib.env.env_runner_state_server import EnvRunnerStateServer
 from ray.rllib.execution.rollout_ops import synchronous_parallel_sample
@@ -35,6 +37,8 @@ MAX_EMPTY_SAMPLES = 3
 #: Asynchronous rollouts: how long one poll for finished rollouts waits, the tag of the sample calls, and
 #: the result key of the staleness metrics.
 ASYNC_POLL_S = 0.05
+#: How often the Algorithm asks RLlib whether a crashed remote EnvRunner is back (:meth:`LLMAlgorithm.await_env_runners`).
+RESTORE_POLL_S = 1.0
 ASYNC_SAMPLE_TAG = "async_sample"
 ASYNC_RESULTS = "async_rollouts"
 
@@ -76,6 +80,7 @@ class LLMAlgorithm(Algorithm):
 
     def sample_episodes(self) -> list:
         """Episodes of one group rollout from every EnvRunner (override for dynamic sampling)."""
+        self.await_env_runners()
         with self.metrics.log_time((TIMERS, ENV_RUNNER_SAMPLING_TIMER)):
             episodes, env_runner_results = synchronous_parallel_sample(
                 worker_set=self.env_runner_group, _uses_new_env_runners=True, _return_metrics=True
@@ -228,9 +233,44 @@ class LLMAlgorithm(Algorithm):
             else:
                 self._note_empty_sample()
         if not results and group.num_healthy_remote_env_runners() == 0 and group.num_in_flight_async_reqs() == 0:
+            if self.await_env_runners():
+                return True  # a restarted runner is back: the next poll starts its rollout
             self._note_empty_sample()
             return False
         return True
+
+    def await_env_runners(self) -> bool:
+        """Waits for a crashed remote EnvRunner to come back when none is healthy. With
+        ``restart_failed_env_runners`` (RLlib's default) Ray restarts it as a new actor, which takes as long as
+        its start (a model load, an engine start: seconds to minutes), and a rollout asked for meanwhile has
+        no runner to sample: it would end the iteration without data and count as sampling failing
+        (:data:`MAX_EMPTY_SAMPLES`). So poll RLlib's :meth:`restore_env_runners` (which syncs the runner's
+        state, and here shares the state server) every :data:`RESTORE_POLL_S` up to the config's
+        ``env_runner_restore_timeout_s``, and fire ``on_env_runners_recreated`` for what it restored, as
+        RLlib's iteration start does. True when a remote runner is healthy (or the run has none)."""
+        group = self.env_runner_group
+        if group.num_remote_env_runners() == 0 or group.num_healthy_remote_env_runners() > 0:
+            return True
+        if not self.config.restart_failed_env_runners:
+            return False
+        timeout_s = self.config.env_runner_restore_timeout_s
+        logger.warning("No remote EnvRunner is healthy: waiting up to %.0f s for a restarted one.", timeout_s)
+        start = time.monotonic()
+        while True:
+            restored = self.restore_env_runners(group)
+            if restored:
+                make_callback(
+                    "on_env_runners_recreated",
+                    callbacks_objects=self.callbacks,
+                    callbacks_functions=self.config.callbacks_on_env_runners_recreated,
+                    kwargs=dict(algorithm=self, env_runner_group=group, env_runner_indices=restored,
+                                is_evaluation=False),
+                )
+                logger.warning("EnvRunner(s) %s back after %.1f s.", restored, time.monotonic() - start)
+                return True
+            if time.monotonic() - start >= timeout_s:
+                return False
+            time.sleep(RESTORE_POLL_S)
 
     def save_checkpoint(self, checkpoint_dir: str) -> None:
         """Tune's checkpoint hook (``Trainable.save``): the directory ``rllib-llm train`` writes, RLlib's state
@@ -266,6 +306,7 @@ class LLMAlgorithm(Algorithm):
         # Asynchronous training keeps the remote runners busy with rollouts (an evaluation would wait behind
         # one and use weights an update old): evaluate on the local runner, which every sync updates.
         remote = self.env_runner_group.num_remote_env_runners() > 0 and not self.config.async_rollouts
+        remote = remote and self.await_env_runners()  # none back in time: the local runner evaluates
         return self.env_runner_group.foreach_env_runner(play, local_env_runner=not remote)[0]
 
     def evaluate_seeds(self, seeds: list[int] | None = None, explore: bool = False) -> dict[str, Any]:

@@ -244,34 +244,71 @@ def test_async_rollouts_without_any_episode_stop_training_with_one_clear_error(r
         algo.stop()
 
 
-def test_a_restarted_env_runner_gets_the_state_server_and_pulls_the_newest_weights(ray_session):
-    """RLlib restarts a crashed remote EnvRunner between iterations; the new actor must get the state server's
-    handle again (as IMPALA re-shares it), or it would sample with its initial weights forever."""
+def slow_restart_env(marker: str, delay_s: float) -> type:
+    """NumberLine whose first construction in a process sleeps ``delay_s`` once ``marker`` exists: an EnvRunner
+    restarted after that starts as slowly as one loading a real model (its first start stays fast). Defined
+    in a function so that Ray pickles the class by value into the runner's process."""
+    import os
+    import time
+
+    from rllib_llm.envs.gym_cards.number_line import NumberLineEnv
+
+    class SlowRestartNumberLine(NumberLineEnv):
+        def __init__(self, **kwargs):
+            if os.path.exists(marker) and not os.environ.get("SLOW_RESTART_DONE"):
+                os.environ["SLOW_RESTART_DONE"] = "1"
+                time.sleep(delay_s)
+            super().__init__(**kwargs)
+
+    return SlowRestartNumberLine
+
+
+@pytest.mark.parametrize("async_rollouts,evaluate_first", [(True, False), (False, False), (False, True)],
+                         ids=["async", "lockstep", "evaluate"])
+def test_training_waits_for_a_restarted_env_runner_instead_of_failing(ray_session, tmp_path, async_rollouts,
+                                                                      evaluate_first):
+    """RLlib restarts a crashed remote EnvRunner (``restart_failed_env_runners``, its default) as a new actor,
+    which takes as long as its start. Until it is back no runner can sample: the iterations meanwhile must wait
+    for it (not end empty three times in a row, which stops training as "sampling is failing"), the
+    ``on_env_runners_recreated`` callback fires once, and (async) the new actor gets the state server's handle
+    again, as IMPALA re-shares it, or it would sample with its initial weights forever. A held-out evaluation
+    (on the remote runner in lock-step training) waits for it too."""
     import os
 
     from tests.conftest import tiny_config
 
+    marker = tmp_path / "restarted"
+    recreated: list[list[int]] = []
     config = (
         tiny_config()
+        .environment(slow_restart_env(str(marker), delay_s=12.0), env_config={"max_position": 3, "max_steps": 3})
         .env_runners(num_env_runners=1, num_cpus_per_env_runner=0.5)
         .fault_tolerance(restart_failed_env_runners=True)
-        .training(async_rollouts=True, max_staleness=10)
+        .callbacks(on_env_runners_recreated=lambda env_runner_indices, **kw: recreated.append(env_runner_indices))
+        .training(async_rollouts=async_rollouts, max_staleness=10)
     )
     algo = config.build_algo()
     try:
         for _ in range(2):
             algo.train()
+        version = algo.policy_version
+        marker.touch()
         algo.env_runner_group.foreach_env_runner(lambda runner: os._exit(1), local_env_runner=False,
                                                  timeout_seconds=5)
-        for _ in range(6):
+        if evaluate_first:
+            assert algo.evaluate_seeds([0, 1, 2])["num_episodes"] == 3
+            assert recreated == [[1]]
+        for _ in range(3):
             algo.train()
-            if algo.env_runner_group.num_healthy_remote_env_runners() == 1 and algo.policy_version >= 5:
-                break
-        [has_server] = algo.env_runner_group.foreach_env_runner(
-            lambda runner: runner._env_runner_state_server is not None, local_env_runner=False)
-        assert has_server
-        # Its rollouts were sampled with pulled weights, not the initial ones (version 0).
-        versions = {e.custom_data[POLICY_VERSION] for e in algo.training_episodes}
-        assert min(versions) > 0
+        assert algo.env_runner_group.num_healthy_remote_env_runners() == 1
+        assert algo.policy_version >= version + 2  # trained on the restarted runner's rollouts
+        assert recreated == [[1]]
+        if async_rollouts:
+            [has_server] = algo.env_runner_group.foreach_env_runner(
+                lambda runner: runner._env_runner_state_server is not None, local_env_runner=False)
+            assert has_server
+            # Its rollouts were sampled with pulled weights, not the initial ones (version 0).
+            versions = {e.custom_data[POLICY_VERSION] for e in algo.training_episodes}
+            assert min(versions) > 0
     finally:
         algo.stop()
