@@ -45,6 +45,18 @@ def train_argv(run_dir: Path, uri: str, resume: bool) -> list[str]:
             "1", "--tracking-uri", uri, "--experiment", "kills", "--eval-seeds", "4", *(["--resume"] if resume else [])]
 
 
+def own_tqdm_lock() -> None:
+    """Gives this (forked) process a tqdm write lock of its own. tqdm's default lock holds a multiprocessing
+    RLock made once in the parent and shared by every fork: a child SIGKILLed inside a bar refresh leaves it held
+    for ever, and every later bar in the parent and in the next children waits on it (CI on 2026-12-07: the kill
+    loop and the 9 CLI tests after it hung until their 900 s timeouts, the lock "held by SomeOtherProcess")."""
+    import threading
+
+    from tqdm import tqdm
+
+    tqdm.set_lock(threading.RLock())
+
+
 def fork_cli(argv: list[str]) -> int:
     """``rllib-llm train`` in a forked child (no Ray: the stand-in needs none, and :func:`imports_done` turned
     ``init_ray`` off), its output discarded."""
@@ -52,6 +64,7 @@ def fork_cli(argv: list[str]) -> int:
     if pid == 0:  # the child
         code = 99
         try:
+            own_tqdm_lock()
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, 1)
             os.dup2(devnull, 2)
@@ -59,6 +72,38 @@ def fork_cli(argv: list[str]) -> int:
         finally:
             os._exit(code)
     return pid
+
+
+def test_a_child_killed_inside_a_bar_refresh_leaves_the_parents_tqdm_lock_free():
+    """The harness itself (:func:`own_tqdm_lock`): a forked child SIGKILLed while it holds tqdm's lock must not
+    leave the parent's held (without it, the parent's next bar would wait for ever)."""
+    import threading
+
+    from tqdm import tqdm
+
+    with tqdm(total=1, disable=False, file=open(os.devnull, "w")):  # the parent's lock exists before the fork
+        pass
+    ready_r, ready_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: take the lock, say so, wait to be killed
+        try:
+            own_tqdm_lock()
+            tqdm.get_lock().acquire()
+            os.write(ready_w, b"1")
+            time.sleep(60)
+        finally:
+            os._exit(0)
+    assert os.read(ready_r, 1) == b"1"
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    took = threading.Event()
+
+    def take() -> None:
+        with tqdm.get_lock():
+            took.set()
+
+    threading.Thread(target=take, daemon=True).start()
+    assert took.wait(5.0), "the parent's tqdm lock is held by the killed child"
 
 
 def run_to_end(argv: list[str]) -> None:
