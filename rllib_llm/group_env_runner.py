@@ -190,6 +190,8 @@ class GroupEnvRunner(EnvRunner, Checkpointable):
         super().__init__(config=config, **kwargs)
         self._rng = np.random.default_rng(self._seed)
         self._num_rollouts = 0
+        #: How often Ray restarted this runner's actor (:meth:`continue_after_restart`): part of its group ids.
+        self._restarts = 0
         #: The Learner weights version this runner samples with (RLlib's WEIGHTS_SEQ_NO; 0: the initial ones).
         self.weights_seq_no = 0
         #: RLlib's ``EnvRunnerStateServer`` (asynchronous rollouts: the Algorithm shares it, as IMPALA does);
@@ -406,14 +408,15 @@ class GroupEnvRunner(EnvRunner, Checkpointable):
     ) -> tuple[SamplingParams, list]:
         """One seed per group (fresh random ones for ``num_groups`` when None), enough envs, the sampling
         params (greedy unless ``explore``), and one started episode per env, ``group_size`` per seed, ids
-        ``<worker>-<rollout>-<group>``."""
+        ``<worker>-<rollout>-<group>`` (``<worker>r<restarts>`` after a restart: :meth:`continue_after_restart`)."""
         if seeds is None:
             seeds = self._fresh_seeds(self.config.num_groups)
         self._ensure_envs(len(seeds) * group_size)
         params = self.sampling.replace(**(sampling or {}))
         if not explore:
             params = params.replace(greedy=True)
-        rollout = f"{self.worker_index or 0}-{self._num_rollouts}"
+        worker = f"{self.worker_index or 0}" + (f"r{self._restarts}" if self._restarts else "")
+        rollout = f"{worker}-{self._num_rollouts}"
         self._num_rollouts += 1
         episodes = []
         for g, seed in enumerate(seeds):
@@ -514,6 +517,16 @@ class GroupEnvRunner(EnvRunner, Checkpointable):
         if "rng" in state:
             self._rng.bit_generator.state = state["rng"]
         self._num_rollouts = state.get("num_rollouts", self._num_rollouts)
+
+    def continue_after_restart(self, restarts: int) -> None:
+        """Called by the Algorithm on a runner that Ray restarted (``restarts`` times so far) once RLlib restored
+        it. RLlib's restore copies the local runner's state into it, seed RNG and rollout counter included, so
+        two restored runners would draw the same seeds, and a fresh counter would give group ids its earlier
+        rollouts had (a queue of asynchronous groups may still hold those: one id, two groups). Its own seed
+        stream for this incarnation, and ids ``<worker>r<restarts>-<rollout>-<group>``."""
+        self._restarts = restarts
+        self._rng = np.random.default_rng(None if self._seed is None else [self._seed, restarts])
+        self._num_rollouts = 0
 
     def get_ctor_args_and_kwargs(self):
         return (), {"config": self.config}

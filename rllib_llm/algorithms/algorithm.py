@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import logging
 import time
+from collections import Counter
 from typing import Any, ClassVar
 
 import ray
@@ -170,6 +171,8 @@ class LLMAlgorithm(Algorithm):
 
     def setup(self, config: Any) -> None:
         super().setup(config)
+        #: Remote EnvRunner index -> how often RLlib restored it (after Ray restarted its actor).
+        self._restarts: Counter[int] = Counter()
         if self.config.async_rollouts and self.env_runner_group.num_remote_env_runners() > 0:
             # RLlib's pull-based weight sync (IMPALA's ``use_env_runner_state_server``): an
             # ``EnvRunnerStateServer`` actor holds the newest weights and every EnvRunner (the local one too,
@@ -201,10 +204,32 @@ class LLMAlgorithm(Algorithm):
             )
 
     def restore_env_runners(self, env_runner_group: Any) -> list[int]:
-        """RLlib's restart of failed EnvRunners; a restarted one also gets the state server (as IMPALA does)."""
+        """RLlib's restore of restarted EnvRunners, completed for ours. RLlib copies the local runner's state
+        into a restored one: not weights (our runners' ``get_state`` leaves them out unless asked) and the local
+        runner's seed RNG and rollout counter. So each restored runner also gets a seed stream and group ids of
+        its own (:meth:`~rllib_llm.group_env_runner.GroupEnvRunner.continue_after_restart`) and the Learner's
+        weights: lock-step, pushed now (it missed the broadcasts while it was down, and would sample with its
+        initial weights); asynchronous, the state server's handle again (as IMPALA re-shares it), which it
+        pulls the newest weights from."""
         restored = super().restore_env_runners(env_runner_group)
-        if restored and self._state_server is not None and env_runner_group is self.env_runner_group:
+        if not restored or env_runner_group is not self.env_runner_group:
+            return restored
+        self._restarts.update(restored)
+        counts = dict(self._restarts)
+        env_runner_group.foreach_env_runner(
+            lambda runner: runner.continue_after_restart(counts[runner.worker_index]),
+            remote_worker_ids=restored, local_env_runner=False,
+        )
+        if self._state_server is not None:
             self._share_state_server(remote_ids=restored, local=False)
+        else:
+            env_runner_group.sync_weights(
+                from_worker_or_learner_group=self.learner_group,
+                policies=self._trained_modules,
+                to_worker_indices=restored,
+                inference_only=True,
+                timeout_seconds=self.config.env_runner_restore_timeout_s,
+            )
         return restored
 
     def _learner_weights_seq_no(self) -> int:

@@ -182,11 +182,14 @@ def episode_record(episode: Any, iteration: int, render_prompt: Callable[[Any], 
 
 def describe_group_id(group_id: Any) -> str:
     """``"0-1-2"`` -> ``"0-1-2 (EnvRunner 0, its rollout 1, group 2)"``: the episodes of a group start from the
-    same seed and are compared with each other by the group-relative estimators."""
+    same seed and are compared with each other by the group-relative estimators. A restarted runner's ids
+    start ``<worker>r<restarts>`` (``"1r2-0-3"``: EnvRunner 1 after its 2nd restart)."""
     parts = str(group_id).split("-")
     if len(parts) != 3:
         return str(group_id)
-    return f"{group_id} (EnvRunner {parts[0]}, its rollout {parts[1]}, group {parts[2]})"
+    worker, _, restarts = parts[0].partition("r")
+    runner = f"EnvRunner {worker}" + (f" after restart {restarts}" if restarts else "")
+    return f"{group_id} ({runner}, its rollout {parts[1]}, group {parts[2]})"
 
 
 def format_trajectory(record: dict[str, Any], *, prompts: bool = True) -> str:

@@ -17,7 +17,7 @@ from rllib_llm.algorithms.async_rollouts import (
     group_version,
 )
 from rllib_llm.algorithms.losses import behaviour_weights, clipped_policy_loss
-from rllib_llm.columns import ACTION_LOGP, GROUP_ID, POLICY_VERSION, PROX_LOGP
+from rllib_llm.columns import ACTION_LOGP, GROUP_ID, POLICY_VERSION, PROX_LOGP, SEED
 
 
 def episodes_of(group_id: str, version: int, size: int = 2) -> list[SingleAgentEpisode]:
@@ -272,7 +272,9 @@ def test_training_waits_for_a_restarted_env_runner_instead_of_failing(ray_sessio
     for it (not end empty three times in a row, which stops training as "sampling is failing"), the
     ``on_env_runners_recreated`` callback fires once, and (async) the new actor gets the state server's handle
     again, as IMPALA re-shares it, or it would sample with its initial weights forever. A held-out evaluation
-    (on the remote runner in lock-step training) waits for it too."""
+    (on the remote runner in lock-step training) waits for it too. Its first rollout back uses the Learner's
+    weights (lock-step: it missed the broadcasts while down), group ids of its own (``1r1-...``) and its own
+    seeds, not the local runner's seed stream that RLlib's restore copies into it."""
     import os
 
     from tests.conftest import tiny_config
@@ -292,13 +294,24 @@ def test_training_waits_for_a_restarted_env_runner_instead_of_failing(ray_sessio
         for _ in range(2):
             algo.train()
         version = algo.policy_version
+        local_rng = np.random.default_rng()
+        local_rng.bit_generator.state = algo.env_runner_group.local_env_runner._rng.bit_generator.state
+        local_stream = [int(x) for x in local_rng.integers(0, 2**31 - 1, size=config.num_groups)]
         marker.touch()
         algo.env_runner_group.foreach_env_runner(lambda runner: os._exit(1), local_env_runner=False,
                                                  timeout_seconds=5)
         if evaluate_first:
             assert algo.evaluate_seeds([0, 1, 2])["num_episodes"] == 3
             assert recreated == [[1]]
-        for _ in range(3):
+        algo.train()
+        back = [e for e in algo.training_episodes if e.custom_data[GROUP_ID].startswith("1r1-")]
+        assert back, sorted({e.custom_data[GROUP_ID] for e in algo.training_episodes})
+        if not async_rollouts:  # the whole batch is the restored runner's first rollout
+            assert len(back) == len(algo.training_episodes)
+            assert {e.custom_data[POLICY_VERSION] for e in back} == {version}
+            seeds = {int(e.custom_data[GROUP_ID].rsplit("-", 1)[1]): e.custom_data[SEED] for e in back}
+            assert [seeds[g] for g in sorted(seeds)] != local_stream
+        for _ in range(2):
             algo.train()
         assert algo.env_runner_group.num_healthy_remote_env_runners() == 1
         assert algo.policy_version >= version + 2  # trained on the restarted runner's rollouts

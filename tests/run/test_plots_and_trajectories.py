@@ -9,6 +9,7 @@ import pytest
 
 from rllib_llm.run.cli import main
 from rllib_llm.run.plots import curve_figure, plot_runs, read_held_out, read_progress
+from rllib_llm.run.progress import describe_group_id
 from tests.run.conftest import png_size
 
 
@@ -101,6 +102,7 @@ def test_a_trajectory_with_few_shot_turns_labels_them():
               "final_observation": "Target 3, position 3.", "few_shot": [["Target 1, position 3.", "<action>-</action>"]]}
     text = format_trajectory(record)
     assert "group 1-7-2 (EnvRunner 1, its rollout 7, group 2), seed 5" in text
+    assert describe_group_id("1r2-0-3") == "1r2-0-3 (EnvRunner 1 after restart 2, its rollout 0, group 3)"
     assert ("(each prompt opens with the config's few-shot example, not an earlier step: user 'Target 1, position 3.' "
             "-> assistant '<action>-</action>')") in text
     assert "few-shot" not in format_trajectory(record, prompts=False)  # observations only: no few-shot turn shown
