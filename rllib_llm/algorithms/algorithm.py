@@ -29,6 +29,7 @@ from rllib_llm.algorithms.async_rollouts import GroupQueue
 from rllib_llm.algorithms.dynamic_sampling import is_informative
 from rllib_llm.algorithms.sharding import NotEnoughGroupsError, learner_update_data
 from rllib_llm.checkpoint_files import write_checkpoint
+from rllib_llm.group_env_runner import component_requested
 from rllib_llm.metrics import flat_stats, rollout_stats
 
 logger = logging.getLogger(__name__)
@@ -38,6 +39,9 @@ MAX_EMPTY_SAMPLES = 3
 #: Asynchronous rollouts: how long one poll for finished rollouts waits, the tag of the sample calls, and
 #: the result key of the staleness metrics.
 ASYNC_POLL_S = 0.05
+#: The Algorithm state's entry with each remote EnvRunner's own state (seed RNG, rollout counter), by index: RLlib
+#: checkpoints only the local runner's, and a resumed run's remote runners would replay their first seeds and ids.
+REMOTE_ENV_RUNNERS = "remote_env_runners"
 #: How often the Algorithm asks RLlib whether a crashed remote EnvRunner is back (:meth:`LLMAlgorithm.await_env_runners`).
 RESTORE_POLL_S = 1.0
 ASYNC_SAMPLE_TAG = "async_sample"
@@ -296,6 +300,32 @@ class LLMAlgorithm(Algorithm):
             if time.monotonic() - start >= timeout_s:
                 return False
             time.sleep(RESTORE_POLL_S)
+
+    def get_state(self, components: Any = None, *, not_components: Any = None, **kwargs: Any) -> dict:
+        """RLlib's state plus :data:`REMOTE_ENV_RUNNERS` (each healthy remote runner's ``get_state``: counters and
+        the seed RNG, no weights), so that a checkpoint resumes every runner's seed stream, not only the local
+        one's. (With asynchronous rollouts this waits for the rollouts in flight; their groups are not
+        checkpointed, as in RLlib's APPO.)"""
+        state = super().get_state(components, not_components=not_components, **kwargs)
+        group = self.env_runner_group
+        if (group is not None and group.num_healthy_remote_env_runners() > 0
+                and component_requested(REMOTE_ENV_RUNNERS, components, not_components)):
+            state[REMOTE_ENV_RUNNERS] = dict(
+                group.foreach_env_runner(lambda runner: (runner.worker_index, runner.get_state()),
+                                         local_env_runner=False)
+            )
+        return state
+
+    def set_state(self, state: dict) -> None:
+        """RLlib's, then each remote runner's own state from :data:`REMOTE_ENV_RUNNERS` (by index; runners the
+        checkpoint does not name keep theirs)."""
+        super().set_state(state)
+        saved = state.get(REMOTE_ENV_RUNNERS) or {}
+        group = self.env_runner_group
+        ids = [i for i in (group.healthy_worker_ids() if group is not None else []) if i in saved]
+        if ids:
+            group.foreach_env_runner(lambda runner: runner.set_state(saved[runner.worker_index]),
+                                     remote_worker_ids=ids, local_env_runner=False)
 
     def save_checkpoint(self, checkpoint_dir: str) -> None:
         """Tune's checkpoint hook (``Trainable.save``): the directory ``rllib-llm train`` writes, RLlib's state

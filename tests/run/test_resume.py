@@ -87,3 +87,31 @@ def test_evaluate_a_checkpoint_corrupt_beyond_the_file_checks_exits_2_with_one_l
     assert main(["evaluate", str(root), "--num-seeds", "1"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "Could not restore checkpoint" in err and "Traceback" not in err
+
+
+def test_a_resumed_run_with_remote_env_runners_draws_the_seeds_and_ids_the_uninterrupted_one_draws(tmp_path):
+    """RLlib checkpoints only the local EnvRunner's state; each remote runner's seed RNG and rollout counter
+    travel in the Algorithm's state too (``REMOTE_ENV_RUNNERS``), so a resumed run's remote runner goes on with
+    the seeds and group ids the uninterrupted run draws next, instead of replaying its first ones."""
+    from rllib_llm.columns import GROUP_ID, SEED
+
+    def drawn(algo) -> list[tuple[str, int]]:
+        return sorted({(e.custom_data[GROUP_ID], e.custom_data[SEED]) for e in algo.training_episodes})
+
+    config = tiny_config().env_runners(num_env_runners=1, num_cpus_per_env_runner=0.5)
+    algo = config.build_algo()
+    try:
+        algo.train()
+        save_checkpoint(algo, tmp_path, {})
+        algo.train()
+        uninterrupted = drawn(algo)
+    finally:
+        algo.stop()
+    algo = config.build_algo()
+    try:
+        restore(algo, last_checkpoint(tmp_path))
+        algo.train()
+        assert drawn(algo) == uninterrupted
+        assert uninterrupted[0][0].startswith("1-1-")  # the remote runner's second rollout
+    finally:
+        algo.stop()
