@@ -39,13 +39,13 @@ MAX_EMPTY_SAMPLES = 3
 #: Asynchronous rollouts: how long one poll for finished rollouts waits, the tag of the sample calls, and
 #: the result key of the staleness metrics.
 ASYNC_POLL_S = 0.05
+ASYNC_SAMPLE_TAG = "async_sample"
+ASYNC_RESULTS = "async_rollouts"
 #: The Algorithm state's entry with each remote EnvRunner's own state (seed RNG, rollout counter), by index: RLlib
 #: checkpoints only the local runner's, and a resumed run's remote runners would replay their first seeds and ids.
 REMOTE_ENV_RUNNERS = "remote_env_runners"
 #: How often the Algorithm asks RLlib whether a crashed remote EnvRunner is back (:meth:`LLMAlgorithm.await_env_runners`).
 RESTORE_POLL_S = 1.0
-ASYNC_SAMPLE_TAG = "async_sample"
-ASYNC_RESULTS = "async_rollouts"
 
 
 def _sample_with_metrics(runner: Any, updates: int = 1) -> tuple[list, dict]:

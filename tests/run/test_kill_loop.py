@@ -81,8 +81,8 @@ def test_a_child_killed_inside_a_bar_refresh_leaves_the_parents_tqdm_lock_free()
 
     from tqdm import tqdm
 
-    with tqdm(total=1, disable=False, file=open(os.devnull, "w")):  # the parent's lock exists before the fork
-        pass
+    with open(os.devnull, "w") as devnull, tqdm(total=1, disable=False, file=devnull):
+        pass  # the parent's lock exists before the fork
     ready_r, ready_w = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: take the lock, say so, wait to be killed
