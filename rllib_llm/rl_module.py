@@ -52,7 +52,7 @@ from rllib_llm.columns import (
 )
 from rllib_llm.generation import GenerationBackend
 from rllib_llm.models import ModelSpec, apply_lora, freeze_all_but_last_layers, load_causal_lm, load_tokenizer
-from rllib_llm.token_forward import response_logprobs, shares_prefix
+from rllib_llm.token_forward import ResponsePass, chunked_head, response_logprobs, response_pass, shares_prefix
 from rllib_llm.vision import batch_image_inputs, is_vision_model
 
 #: RLlib's own ``RLModule.__init__`` builds the deprecated ``RLModuleConfig`` for every module and so logs
@@ -189,9 +189,8 @@ class LLMRLModule(TorchRLModule, InferenceOnlyAPI):
         if getattr(self, "value_head", None) is None:
             logp, entropy = self.logprobs(batch, with_entropy=True)
             return {LOGP: logp, ENTROPY: entropy}
-        with capture_lm_head_input(self.model) as hidden:
-            logp, entropy = self.logprobs(batch, with_entropy=True)
-        return {LOGP: logp, ENTROPY: entropy, VALUES: self._values_from_hidden(hidden[-1])}
+        out = self.response_pass(batch, with_entropy=True)
+        return {LOGP: out.logp, ENTROPY: out.entropy, VALUES: self._values_from_hidden(out.hidden)}
 
     def _values_from_hidden(self, hidden: torch.Tensor) -> torch.Tensor:
         """[B, R + 1, H] hidden states at the kept positions -> values [B, R] of the states before each token."""
@@ -205,21 +204,34 @@ class LLMRLModule(TorchRLModule, InferenceOnlyAPI):
         """Per-token values [B, R] (see module docstring), without gradients (for GAE in the connector)."""
         if getattr(self, "value_head", None) is None:
             raise RuntimeError("This LLMRLModule has no value head (build it with model_config value_head=True).")
-        with capture_lm_head_input(self.model) as hidden:
-            self.logprobs(batch)
-        return self._values_from_hidden(hidden[-1])
+        return self._values_from_hidden(self.response_pass(batch).hidden)
 
     def logprobs(self, batch: dict[str, Any], with_entropy: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
-        return response_logprobs(
-            self.model,
-            batch[INPUT_IDS],
-            batch[ATTENTION_MASK],
-            batch[RESPONSE_MASK].shape[1],
-            self.temperature,
-            with_entropy,
-            share_prefix=shares_prefix(self.shared_prefix_forward, batch[INPUT_IDS].device),
-            vision=self.vision_inputs(batch),
-        )
+        out = self.response_pass(batch, with_entropy)
+        return out.logp, out.entropy
+
+    def response_pass(self, batch: dict[str, Any], with_entropy: bool = False) -> ResponsePass:
+        """The Learner's pass over ``batch`` (:func:`~rllib_llm.token_forward.response_pass`), with the LM
+        head's input at the kept positions always filled in (what the value head reads): the chunked path
+        returns it, the one-pass path's is caught on its way into the head."""
+        def run() -> ResponsePass:
+            return response_pass(
+                self.model,
+                batch[INPUT_IDS],
+                batch[ATTENTION_MASK],
+                batch[RESPONSE_MASK].shape[1],
+                self.temperature,
+                with_entropy,
+                share_prefix=shares_prefix(self.shared_prefix_forward, batch[INPUT_IDS].device),
+                vision=self.vision_inputs(batch),
+            )
+
+        if chunked_head(self.model) is not None and not self.is_vision:
+            return run()
+        with capture_lm_head_input(self.model) as captured:
+            out = run()
+        out.hidden = captured[-1]
+        return out
 
     def vision_inputs(self, batch: dict[str, Any]) -> dict[str, torch.Tensor] | None:
         """A VL model's image kwargs for ``batch`` (``{}`` when it has no images); None for a text LM."""

@@ -89,3 +89,57 @@ def test_the_loaders_called_directly_refuse_an_unloadable_hub_id_at_once(empty_h
 def test_wrapped_load_errors_quote_the_cause_without_doubled_punctuation():
     error = OSError("We couldn't connect to 'https://huggingface.co' to load the files.\nCheck your connection.")
     assert models.error_reason(error) == "We couldn't connect to 'https://huggingface.co' to load the files"
+
+
+def _untied_tiny_model(noise: float):
+    import torch
+
+    tokenizer = models.load_tokenizer(models.TINY_MODEL)
+    model = models.build_tiny_model(tokenizer, tie_word_embeddings=False)
+    with torch.no_grad():
+        model.get_output_embeddings().weight.copy_(model.get_input_embeddings().weight * (1 + noise))
+    return model
+
+
+def test_a_head_that_quantizes_the_embedding_is_tied_back_with_the_finer_copy():
+    """llama.cpp writes a tied model's head as its own tensor: the conversion ties it back (fewer parameters,
+    one matrix to train and sync), keeping the copy quantized with more bits."""
+    model = _untied_tiny_model(noise=0.03)
+    head = model.get_output_embeddings().weight.detach().clone()
+    assert models.tie_quantized_head(model, {models.GGUF_HEAD: 8.5, models.GGUF_EMBEDDING: 5.5})
+    assert (model.get_input_embeddings().weight == head).all()
+    assert not models.tie_quantized_head(_untied_tiny_model(noise=1.0), {})  # two different matrices stay apart
+
+
+def test_the_chat_templates_end_of_turn_token_becomes_eos_and_the_old_eos_pads():
+    """transformers' GGUF loader gave Qwen eos <|endoftext|> (5.17) or <|im_end|> (5.25); replies end at the
+    chat template's end-of-turn token either way."""
+    from transformers import GenerationConfig
+
+    tokenizer = models.build_byte_tokenizer()
+    tokenizer.add_special_tokens({"additional_special_tokens": ["<|endoftext|>"]})
+    tokenizer.eos_token, tokenizer.pad_token = "<|endoftext|>", None
+    generation = GenerationConfig(eos_token_id=tokenizer.convert_tokens_to_ids("<|endoftext|>"))
+    assert models.end_of_turn_token(tokenizer) == "<|im_end|>"
+    models.set_end_of_turn_eos(tokenizer, generation)
+    assert tokenizer.eos_token == "<|im_end|>" and tokenizer.pad_token == "<|endoftext|>"
+    assert set(generation.eos_token_id) == {tokenizer.convert_tokens_to_ids(t) for t in ("<|endoftext|>", "<|im_end|>")}
+
+
+def test_a_local_gguf_path_loads_its_converted_copy_from_the_cache(tmp_path, monkeypatch):
+    """``name_or_path="x.gguf"`` (or a folder + ``gguf_file``) loads the copy converted once into the cache,
+    keyed by the file's contents: a changed file is converted again."""
+    monkeypatch.setenv("RLLIB_LLM_CACHE", str(tmp_path / "cache"))
+    gguf = tmp_path / "weights" / "my-model.gguf"
+    gguf.parent.mkdir()
+    gguf.write_bytes(b"GGUF" + bytes(range(256)) * 10)
+    folder = models.gguf_cache_folder(gguf)
+    tiny = models.load_causal_lm(models.TINY_MODEL)
+    tiny.save_pretrained(folder)
+    models.load_tokenizer(models.TINY_MODEL).save_pretrained(folder)
+    for spec in ({"name_or_path": str(gguf)}, {"name_or_path": str(gguf.parent), "gguf_file": gguf.name}):
+        loaded = models.load_causal_lm(spec)
+        assert sum(p.numel() for p in loaded.parameters()) == sum(p.numel() for p in tiny.parameters())
+        assert models.load_tokenizer(spec).padding_side == "left"
+    gguf.write_bytes(b"GGUF" + bytes(range(256)) * 11)
+    assert models.gguf_cache_folder(gguf) != folder

@@ -151,14 +151,14 @@ def test_shared_prefix_forward_equals_plain_forward_and_backward():
 
 @pytest.mark.parametrize("setting, calls", [(None, 2), (True, 2), (False, 1)])
 def test_the_learner_splits_off_the_shared_prefix_as_configured(setting, calls):
-    """``shared_prefix_forward`` reaches the module's pass: the prefix once + the rows (2 model calls), or one
+    """``shared_prefix_forward`` reaches the module's pass: the prefix once + the rows (2 decoder calls), or one
     plain pass; by default (None) the split on a CPU."""
     module = build(shared_prefix_forward=setting)
     shared = list(range(40, 70))
     steps = {PROMPT: [shared + [5], shared + [8, 9]], RESPONSE: [[11, 12], [13]], ACTION_LOGP: [[0.0] * 2, [0.0]]}
     batch = {k: torch.as_tensor(v) for k, v in pad_token_batch(steps, module.tokenizer.pad_token_id).items()}
     seen = []
-    hook = module.model.register_forward_hook(lambda *_: seen.append(1))
+    hook = module.model.get_decoder().register_forward_hook(lambda *_: seen.append(1))
     try:
         module.logprobs(batch)
     finally:
@@ -214,3 +214,52 @@ def test_sampling_switches_no_module_mode_and_the_learner_switches_only_on_a_cha
     assert switches == []  # already training
     learner.eval()
     assert switches == [False]
+
+
+def test_chunked_head_logprobs_equal_the_one_pass_log_softmax_with_gradients():
+    """Chunks of a few tokens (each recomputed in backward) give the one-pass values and gradients."""
+    from rllib_llm.token_forward import logprobs_from_hidden
+
+    torch.manual_seed(0)
+    head = torch.nn.Linear(16, 50, bias=False)
+    hidden = torch.randn(3, 5, 16, requires_grad=True)
+    tokens = torch.randint(0, 50, (3, 5))
+    logp_all = torch.log_softmax(head(hidden).float() / 0.7, -1)
+    want_logp = logp_all.gather(-1, tokens[..., None]).squeeze(-1)
+    want_entropy = -(logp_all.exp() * logp_all).sum(-1)
+    (want_logp.sum() + want_entropy.sum()).backward()
+    want_grads = hidden.grad.clone(), head.weight.grad.clone()
+    hidden.grad, head.weight.grad = None, None
+    logp, entropy = logprobs_from_hidden(hidden, head, tokens, 0.7, with_entropy=True, chunk_elements=100)  # 2 tokens
+    (logp.sum() + entropy.sum()).backward()
+    torch.testing.assert_close(logp, want_logp)
+    torch.testing.assert_close(entropy, want_entropy)
+    torch.testing.assert_close(hidden.grad, want_grads[0])
+    torch.testing.assert_close(head.weight.grad, want_grads[1])
+
+
+def test_the_learner_never_runs_the_lm_head_on_more_than_one_chunk_of_tokens(monkeypatch):
+    """The Learner's pass feeds the head at most LOGITS_CHUNK_ELEMENTS logits at a time, in forward and in
+    backward, and still equals the model's own logits (full-vocabulary logits of a whole minibatch took 74 GB
+    for a 0.5B Qwen)."""
+    import rllib_llm.token_forward as token_forward
+
+    module = build()
+    vocab = module.model.get_output_embeddings().weight.shape[0]
+    monkeypatch.setattr(token_forward, "LOGITS_CHUNK_ELEMENTS", 3 * vocab)
+    prompts, responses = [[5, 6, 7, 8], [9, 10]], [[11, 12, 13, 14], [15, 16, 17, 18]]
+    ids = torch.tensor([prompts[0] + responses[0], [0, 0] + prompts[1] + responses[1]])
+    mask = torch.tensor([[1] * 8, [0, 0] + [1] * 6])
+    rows = []
+    hook = module.model.get_output_embeddings().register_forward_hook(lambda _, args, out: rows.append(out.shape[:-1].numel()))
+    try:
+        logp, entropy = module.logprobs({"input_ids": ids, "attention_mask": mask, "response_mask": torch.ones(2, 4)},
+                                        with_entropy=True)  # fmt: skip
+        (logp.sum() + entropy.sum()).backward()
+    finally:
+        hook.remove()
+    assert rows and max(rows) <= 3 and sum(rows) >= 2 * 8  # 8 response tokens, forward + recomputed in backward
+    with torch.no_grad():
+        logits = module.model(input_ids=ids[:1]).logits[0, 3:7]
+    torch.testing.assert_close(logp[0].detach(), torch.log_softmax(logits, -1)[torch.arange(4), torch.tensor(responses[0])],
+                               rtol=1e-5, atol=1e-5)  # fmt: skip

@@ -51,6 +51,12 @@ def format_available_actions(actions: list[str] | None) -> str:
     return ", ".join(actions or [])
 
 
+def format_admissible_actions(actions: list[str] | None) -> str:
+    """The ``{admissible_actions}`` slot: each action quoted, one per line, as verl-agent lists ALFWorld's
+    (``help`` left out, as there)."""
+    return "\n ".join(f"'{action}'" for action in actions or [] if action != "help")
+
+
 def fill_template(template: str, **slots: Any) -> str:
     """``template.format`` with a clear error naming a missing slot."""
     return template.format_map(_Slots(slots))
@@ -140,8 +146,8 @@ class ChatPromptBuilder(ConnectorV2):
             ``{"history", "no_history"}`` dict or a PromptTemplate. None: the episode's template
             (``custom_data["prompt_template"]``: the config's ``prompt_template`` or the env's), which may
             itself be any of these. The no-history variant is used while the memory block is empty.
-        system_prompt: The system message. None: the template's, else :data:`DEFAULT_SYSTEM_PROMPT`;
-            "": no system message.
+        system_prompt: The system message. None: the template's (``""`` there: none), else
+            :data:`DEFAULT_SYSTEM_PROMPT`; "": no system message.
         output_format: Fills the templates' ``{output_format}`` slot (default: think, then act).
         max_prompt_tokens: Token budget. A longer prompt drops its oldest memory lines, then the few-shot
             examples, then its middle tokens, warning: never an overflow error.
@@ -192,6 +198,7 @@ class ChatPromptBuilder(ConnectorV2):
             "memory": memory,
             "current_observation": observation_text(episode.get_observations(-1)),
             "available_actions": format_available_actions(info.get("available_actions")),
+            "admissible_actions": format_admissible_actions(info.get("available_actions")),
             "output_format": self.output_format,
             **(info.get("prompt_slots") or {}),
         }
@@ -203,7 +210,7 @@ class ChatPromptBuilder(ConnectorV2):
         ``image``, the user content is ``[{"type": "image"}, {"type": "text", ...}]``."""
         template = self.template_of(episode)
         slots = self.slots(episode, memory, history_length)
-        system = self.system_prompt if self.system_prompt is not None else template.system or DEFAULT_SYSTEM_PROMPT
+        system = next((s for s in (self.system_prompt, template.system) if s is not None), DEFAULT_SYSTEM_PROMPT)
         messages: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
         for shot_observation, shot_response in (episode.custom_data.get(FEW_SHOT_KEY) or []) if few_shot else []:
             shot = {**slots, "current_observation": shot_observation, "memory": "", "action_history": ""}

@@ -6,7 +6,8 @@ Like verl-agent's ``*_TEMPLATE`` / ``*_TEMPLATE_NO_HIS`` pairs, but ours and for
 - ``{task_description}`` (the env's per-episode instruction), ``{step_count}`` (steps taken so far),
   ``{current_step}`` (``step_count + 1``), ``{history_length}`` (steps the memory covers),
   ``{action_history}`` / ``{memory}`` (the memory block), ``{current_observation}``,
-  ``{available_actions}`` (comma-joined, so templates write ``[{available_actions}]``);
+  ``{available_actions}`` (comma-joined, so templates write ``[{available_actions}]``),
+  ``{admissible_actions}`` (each quoted, one per line: verl-agent's ALFWorld and WebShop lists);
 - ``{output_format}``: the answer-format instruction (:data:`THINK_ACTION_FORMAT` by default, set on the
   prompt builder), so one template serves think-then-act and act-only prompting;
 - any key the env puts in ``info["prompt_slots"]`` (NumberLine: ``max_position``; Sokoban: ``legend``; AppWorld: ``supervisor_name``, ``supervisor_email``, ``supervisor_phone``;
@@ -30,12 +31,22 @@ THINK_ACTION_FORMAT = (
 ACTION_ONLY_FORMAT = "Give exactly one action for this step inside <action> </action> tags."
 
 
+def verl_agent_format(what_to_weigh: str = "") -> str:
+    """verl-agent's think-then-act instruction, word for word but for ``what_to_weigh`` (its per-env hint on
+    what to reason about)."""
+    about = f", {what_to_weigh}" if what_to_weigh else ""
+    return (f"You should first reason step-by-step about the current situation{about}. This reasoning process MUST "
+            "be enclosed within <think> </think> tags.\nOnce you've finished your reasoning, you should choose an "
+            "admissible action for current step and present it within <action> </action> tags.")
+
+
 @dataclass(frozen=True)
 class PromptTemplate:
     """A user-message template pair; ``system`` (optional) is the system message that goes with it."""
 
     history: str
     no_history: str
+    #: None: the prompt builder's default system message; "": none (the model's chat template adds its own).
     system: str | None = None
 
     @classmethod
@@ -89,11 +100,19 @@ TEMPLATES: dict[str, PromptTemplate] = {
         "The action '+' moves the pointer up by 1 and '-' moves it down by 1.",
         _STEP + "Current observation: {current_observation}\n" + _ADMISSIBLE,
     ),
+    # verl-agent's Sokoban prompt (agent_system/environments/prompts/sokoban.py) with our legend: the whole
+    # instruction in the user turn, no system message of ours (the model's chat template adds its default).
     "Sokoban": _pair(
-        "You are an expert Sokoban player. Your task: {task_description} You push a box by walking into it; you "
-        "cannot pull a box, push two boxes at once or push a box into a wall, so avoid pushing boxes into corners.\n"
-        "Symbols: {legend}.",
-        _STEP + "Current observation:\n{current_observation}\n" + _ADMISSIBLE,
+        "You are an expert agent operating in the Sokoban environment.\n\n# Symbols and Their Meaning\n{legend}.\n\n"
+        "# Your Goal\nYour goal is to push all the boxes onto the target spots. Once all boxes are on the targets, "
+        "you win!\n\n# Rules\nYou can only push boxes. You can't pull them, so plan ahead to avoid getting stuck.\n"
+        "You can't walk through or push boxes into walls.\nTo avoid traps, do not push boxes into corners or "
+        "against walls where they can't be moved again.\n\n# Current Step",
+        _STEP + "Your current observation is:\n{current_observation}\nYour admissible actions are [{available_actions}].",
+        "Now it's your turn to make a move (choose ONE action only for the current step).\n"
+        + verl_agent_format("observe the positions of boxes and targets, plan a path to push a box toward a target, "
+                            "and avoid traps like corners or walls"),
+        system="",
     ),
     "EZPoints": _POINTS,
     "Points24": _POINTS,
@@ -103,16 +122,23 @@ TEMPLATES: dict[str, PromptTemplate] = {
         "ends your turn and the dealer draws until reaching 17.",
         _STEP + "Current observation: {current_observation}\n" + _ADMISSIBLE,
     ),
+    # verl-agent's WebShop prompt: admissible actions one per line, no example action to copy.
     "WebShop": _pair(
-        "You are an expert autonomous agent shopping in the WebShop e-commerce environment. Your task: "
-        "{task_description}",
-        _STEP + "Current observation: {current_observation}\n" + _ADMISSIBLE,
-        "{output_format} For example <action>search[red t-shirt]</action> or <action>click[buy now]</action>.",
+        "You are an expert autonomous agent operating in the WebShop e-commerce environment.\nYour task is to: "
+        "{task_description}.",
+        _STEP + "Your current observation is: {current_observation}.\nYour admissible actions of the current "
+        "situation are:\n[\n{admissible_actions}\n].",
+        "Now it's your turn to take one action for the current step.\n"
+        + verl_agent_format("think carefully which admissible action best advances the shopping goal"),
+        system="",
     ),
+    # verl-agent's ALFWorld prompt: admissible actions quoted, one per line.
     "ALFWorld": _pair(
-        "You are an expert agent in the ALFRED household environment, a text world of rooms, receptacles and "
-        "objects. Your task: {task_description}",
-        _STEP + "Current observation: {current_observation}\n" + _ADMISSIBLE,
+        "You are an expert agent operating in the ALFRED Embodied Environment. Your task is to: {task_description}",
+        _STEP + "Your current observation is: {current_observation}\nYour admissible actions of the current "
+        "situation are: [{admissible_actions}].",
+        "Now it's your turn to take an action.\n" + verl_agent_format(),
+        system="",
     ),
     "AppWorld": _pair(
         "I am your supervisor, {supervisor_name} (email {supervisor_email}, phone {supervisor_phone}), and you are "
@@ -123,14 +149,19 @@ TEMPLATES: dict[str, PromptTemplate] = {
         _STEP + "Current observation:\n{current_observation}",
         "Reason inside <think> </think> tags, then write the code for this step inside <action> </action> tags.",
     ),
-    # Tool calling: the env parses the raw response, so the answer format is the env's own, not <action>.
+    # Tool calling (verl-agent's Search prompt): the env parses the raw reply, so the answer format is the
+    # env's own tags, not <action>; and no system message of ours, whose <action> rule would contradict it.
     "Search": _pair(
-        "Answer the question below. Reason inside <think> </think> whenever you get new information. If you lack "
-        "knowledge, call the search engine with <search> query </search>; its results come back between "
-        "<information> and </information>. Search as often as you need, then give the short final answer inside "
-        "<answer> </answer>, e.g. <answer> Paris </answer>.\nQuestion: {task_description}",
+        "You are an expert agent tasked with answering the given question step-by-step.\nYour question: "
+        "{task_description}",
         "This is turn {current_step} of {max_turns}. Current observation:\n{current_observation}",
-        "Now reason, then either search or answer.",
+        "Now it's your turn to respond for the current step.\nYou should first conduct a reasoning process. This "
+        "process MUST be enclosed within <think> </think> tags.\nAfter completing your reasoning, choose only one "
+        "of the following actions (do not perform both):\n(1) If you find you lack some knowledge, you can call a "
+        "search engine to get more external information using format: <search> your query </search>.\n(2) If you "
+        "have enough knowledge to answer the question confidently, provide your final answer within <answer> "
+        "</answer> tags, without detailed illustrations. For example, <answer>Beijing</answer>.",
+        system="",
     ),
 }
 
