@@ -298,6 +298,12 @@ def at_gpu_size(config: Any) -> Any:
     return config
 
 
+def with_model(config: Any, name_or_path: str) -> Any:
+    """``--model``: the example's model spec with another model (``gguf_file`` dropped: a .gguf path names
+    its file itself), every other field (LoRA, dtype, trainable layers) kept."""
+    return config.llm(model={**config.llm_model, "name_or_path": name_or_path, "gguf_file": None})
+
+
 def train_config(config: Any, stop: dict, args: argparse.Namespace, *, name: str, source: str) -> dict[str, Any]:
     """The training run behind ``rllib-llm train`` and ``python tuned_examples/x.py``."""
     quiet_third_party_notices()
@@ -312,6 +318,8 @@ def train_config(config: Any, stop: dict, args: argparse.Namespace, *, name: str
         config.evaluation(evaluation_num_seeds=args.eval_seeds)
     if getattr(args, "seed", None) is not None:
         config.debugging(seed=args.seed)
+    if getattr(args, "model", None):
+        with_model(config, args.model)
     if getattr(args, "gpu", False):
         at_gpu_size(config)
     validate_config(config, source)
@@ -630,6 +638,9 @@ def add_train_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gpu", action="store_true",
                    help=f"the GPU-sized run: Learner and EnvRunner on the GPU, at least {GPU_NUM_GROUPS} episode groups "
                         f"per iteration, micro-batches of at least {GPU_MICRO_BATCH_SIZE} rows")
+    p.add_argument("--model", default=None,
+                   help="the policy's model instead of the example's, its other settings (LoRA, dtype) kept: a "
+                        "Hugging Face id, a local folder or a local .gguf file (converted once into the cache)")
     p.add_argument("--no-eval", action="store_true", help="skip the before/after evaluation")
     p.add_argument("--checkpoint-every", type=_at_least(0), default=DEFAULT_CHECKPOINT_EVERY,
                    help=f"checkpoint every N iterations, so that a killed run can --resume (default "

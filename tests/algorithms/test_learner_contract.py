@@ -27,3 +27,17 @@ def test_torch_learner_still_has_what_the_micro_batch_update_uses():
 def test_the_override_is_the_learners_only_private_one():
     private = [n for n, v in vars(LLMLearner).items() if n.startswith("_") and not n.startswith("__") and callable(v)]
     assert private == ["_uncompiled_update"]
+
+
+def test_adamw_is_fused_on_cuda_only():
+    """One fused kernel a step on CUDA (a LoRA model's ~400 tensors make the foreach step launch-bound); the
+    CPU keeps the default its results were measured with."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from rllib_llm.algorithms.learner import fused_adamw
+
+    on_cuda = SimpleNamespace(device=torch.device("cuda"), is_floating_point=lambda: True)
+    assert fused_adamw([on_cuda, on_cuda])
+    assert not fused_adamw([on_cuda, torch.zeros(1)]) and not fused_adamw([torch.zeros(1)]) and not fused_adamw([])
