@@ -15,8 +15,10 @@ those updates (the sampler's copy of the model included: it shares the process a
 - ``chunked``: ``before`` with the head in checkpointed chunks (``token_forward.logprobs_from_hidden``);
 - ``bf16``: ``chunked`` with the frozen base in bfloat16 (LoRA adapters stay float32) and the fused AdamW;
 - ``after``: ``bf16`` in micro-batches of 8 rows (what ``tuned_examples/sokoban_gigpo_qwen.py`` ships);
-- ``think``: ``after`` on the real-model recipe itself (``tuned_examples/sokoban_gigpo_qwen.py``: replies
-  reasoned in ``<think>`` up to 256 tokens, 64-row minibatches of 8-row micro-batches).
+- ``checkpointed``: ``bf16`` with activation checkpointing (``.llm(gradient_checkpointing=True)``: each
+  decoder layer's activations recomputed in backward) instead of micro-batches;
+- ``think``: ``checkpointed`` on the real-model recipe itself (``tuned_examples/sokoban_gigpo_qwen.py``: replies
+  reasoned in ``<think>`` up to 256 tokens, 64-row minibatches).
 
 Also recorded per setting: the PPO ratio the first update sees, exp(learner log-prob - sampler log-prob)
 over the batch's response tokens before any step (its std says how well the Learner's pass reproduces the
@@ -39,15 +41,18 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks._common import device_timed, load_average  # noqa: E402
 
-SETTINGS = ("before", "chunked", "bf16", "after", "think")
+SETTINGS = ("before", "chunked", "bf16", "after", "checkpointed", "think")
 #: Each setting: (tuned example, dtype, chunked head, micro_batch_size or "example", fused AdamW).
 PLAN: dict[str, tuple[str, str, bool, Any, bool]] = {
     "before": ("sokoban_gigpo.py", "float32", False, None, False),
     "chunked": ("sokoban_gigpo.py", "float32", True, None, False),
     "bf16": ("sokoban_gigpo.py", "bfloat16", True, None, True),
     "after": ("sokoban_gigpo.py", "bfloat16", True, 8, True),
+    "checkpointed": ("sokoban_gigpo.py", "bfloat16", True, None, True),
     "think": ("sokoban_gigpo_qwen.py", "bfloat16", True, "example", True),
 }
+#: Settings with activation checkpointing.
+CHECKPOINTED = {"checkpointed", "think"}
 
 
 def use_tree_before(chunked: bool, fused: bool) -> None:
@@ -78,6 +83,7 @@ def build(args: argparse.Namespace, setting: str) -> Any:
     else:
         config.group_rollouts(num_groups=1, group_size=2, max_episode_steps=2).generation(max_new_tokens=8)
     config.training(micro_batch_size=config.micro_batch_size if micro == "example" else micro)
+    config.llm(gradient_checkpointing=setting in CHECKPOINTED)
     config.evaluation(evaluation_num_seeds=2).debugging(seed=args.seed)
     return config.build_algo()
 

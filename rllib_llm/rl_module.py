@@ -120,9 +120,13 @@ class LLMRLModule(TorchRLModule, InferenceOnlyAPI):
         if self.spec.trainable_layers is not None:
             freeze_all_but_last_layers(model, self.spec.trainable_layers)
         if config.get("gradient_checkpointing") and not self.inference_only:
-            # transformers >= 5.x names it activation checkpointing (the old name warns).
-            enable = getattr(model, "activation_checkpointing_enable", model.gradient_checkpointing_enable)
-            enable()
+            # Non-reentrant: the frozen embeddings' output needs no grad for LoRA's gradients to flow (the
+            # reentrant default of older transformers gave the adapters none). transformers >= 5.x names it
+            # activation checkpointing (the old name warns).
+            if hasattr(model, "activation_checkpointing_enable"):
+                model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+            else:
+                model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         self.model = model
         self.is_vision = is_vision_model(model)
         # The reference model is kept out of the nn.Module tree: it is never trained, synced or checkpointed

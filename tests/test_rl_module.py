@@ -263,3 +263,20 @@ def test_the_learner_never_runs_the_lm_head_on_more_than_one_chunk_of_tokens(mon
         logits = module.model(input_ids=ids[:1]).logits[0, 3:7]
     torch.testing.assert_close(logp[0].detach(), torch.log_softmax(logits, -1)[torch.arange(4), torch.tensor(responses[0])],
                                rtol=1e-5, atol=1e-5)  # fmt: skip
+
+
+def test_activation_checkpointing_with_lora_gives_the_adapters_the_plain_gradients():
+    """Recomputed activations (``gradient_checkpointing``) must not cut LoRA off its gradients (the reentrant
+    checkpoint of older transformers did, the frozen embeddings' output needing no grad)."""
+    lora = {"name_or_path": "tiny-random-llama", "lora": {"r": 4, "lora_alpha": 8}}
+    grads = []
+    for checkpointing in (False, True):
+        module = build(model=lora, gradient_checkpointing=checkpointing)
+        module.train()
+        ids = torch.tensor([[5, 6, 7, 8, 9, 10], [11, 12, 13, 14, 15, 16]])
+        batch = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "response_mask": torch.ones(2, 3)}
+        module.forward_train(batch)["logp"].sum().backward()
+        grads.append({n: p.grad for n, p in module.named_parameters() if p.requires_grad})
+    assert grads[1] and all(g is not None and g.abs().sum() > 0 for g in grads[1].values())
+    for name, grad in grads[0].items():
+        torch.testing.assert_close(grads[1][name], grad, rtol=1e-4, atol=1e-6)

@@ -17,9 +17,10 @@ episodes (verl-agent: 8), 8 groups an iteration, episodes of up to 10 moves (15)
 tokens (512), LoRA rank 32 on every projection with the frozen base in bfloat16 (verl-agent trains every
 weight of the model with FSDP on 2-8 GPUs); lr 1e-5 for the adapters (verl-agent's 1e-6 is for full weights).
 
-Memory and speed (benchmarks/learner_memory.py, benchmarks/results/learner_memory_*.md): the Learner runs the
-LM head in chunks (no full-vocabulary logits of a minibatch), in micro-batches of 8 rows of at most 8 x ~900
-tokens, with a fused AdamW on the adapters.
+Memory and speed (benchmarks/learner_memory.py, benchmarks/results/learner_memory_qwen05.md): the Learner runs
+the LM head in chunks (no full-vocabulary logits of a minibatch), recomputes each decoder layer's activations
+in backward (activation checkpointing: a whole 64-row minibatch in one pass; micro-batches of 8 rows fit too
+but made a 0.5B's update 2.8x slower, launch-bound), with a fused AdamW on the adapters.
 """
 
 from rllib_llm.algorithms import GiGPOConfig
@@ -39,7 +40,7 @@ config = (
     .environment("Sokoban", env_config=ROOM)
     .env_runners(env_to_module_connector=lambda env, spaces, device: [SlidingWindowMemory(window=2),
                                                                       ChatPromptBuilder(max_prompt_tokens=1536)])
-    .llm(model={"name_or_path": MODEL, "dtype": "bfloat16", "lora": LORA})
+    .llm(model={"name_or_path": MODEL, "dtype": "bfloat16", "lora": LORA}, gradient_checkpointing=True)
     .generation(temperature=1.0, max_new_tokens=256, stop=["</action>"])
     .group_rollouts(
         group_size=4,
@@ -59,7 +60,6 @@ config = (
         advantage_norm="mean",
         step_grouping="exact",
         minibatch_size=64,
-        micro_batch_size=8,
     )
     .evaluation(evaluation_num_seeds=64)
     .debugging(seed=0)
