@@ -15,10 +15,12 @@ those updates (the sampler's copy of the model included: it shares the process a
 - ``chunked``: ``before`` with the head in checkpointed chunks (``token_forward.logprobs_from_hidden``);
 - ``bf16``: ``chunked`` with the frozen base in bfloat16 (LoRA adapters stay float32) and the fused AdamW;
 - ``after``: ``bf16`` in micro-batches of 8 rows (what ``tuned_examples/sokoban_gigpo_qwen.py`` ships);
+- ``bf16_micro16``: ``bf16`` in micro-batches of 16 rows;
 - ``checkpointed``: ``bf16`` with activation checkpointing (``.llm(gradient_checkpointing=True)``: each
   decoder layer's activations recomputed in backward) instead of micro-batches;
 - ``think``: ``checkpointed`` on the real-model recipe itself (``tuned_examples/sokoban_gigpo_qwen.py``: replies
-  reasoned in ``<think>`` up to 256 tokens, 64-row minibatches).
+  reasoned in ``<think>`` up to 256 tokens, 64-row minibatches), and ``think_micro16`` with micro-batches of
+  16 rows as well (rows of ~1,300 tokens: one layer's recomputed activations are GBs at 64 rows).
 
 Also recorded per setting: the PPO ratio the first update sees, exp(learner log-prob - sampler log-prob)
 over the batch's response tokens before any step (its std says how well the Learner's pass reproduces the
@@ -41,18 +43,20 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks._common import device_timed, load_average  # noqa: E402
 
-SETTINGS = ("before", "chunked", "bf16", "after", "checkpointed", "think")
+SETTINGS = ("before", "chunked", "bf16", "after", "bf16_micro16", "checkpointed", "think", "think_micro16")
 #: Each setting: (tuned example, dtype, chunked head, micro_batch_size or "example", fused AdamW).
 PLAN: dict[str, tuple[str, str, bool, Any, bool]] = {
     "before": ("sokoban_gigpo.py", "float32", False, None, False),
     "chunked": ("sokoban_gigpo.py", "float32", True, None, False),
     "bf16": ("sokoban_gigpo.py", "bfloat16", True, None, True),
     "after": ("sokoban_gigpo.py", "bfloat16", True, 8, True),
+    "bf16_micro16": ("sokoban_gigpo.py", "bfloat16", True, 16, True),
     "checkpointed": ("sokoban_gigpo.py", "bfloat16", True, None, True),
     "think": ("sokoban_gigpo_qwen.py", "bfloat16", True, "example", True),
+    "think_micro16": ("sokoban_gigpo_qwen.py", "bfloat16", True, 16, True),
 }
 #: Settings with activation checkpointing.
-CHECKPOINTED = {"checkpointed", "think"}
+CHECKPOINTED = {"checkpointed", "think", "think_micro16"}
 
 
 def use_tree_before(chunked: bool, fused: bool) -> None:
@@ -180,6 +184,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=Path("/tmp/learner_memory"))
     parser.add_argument("--results-dir", type=Path, default=ROOT / "benchmarks" / "results")
+    parser.add_argument("--commit", default=None,
+                        help="the commit measured, for the report (default: git rev-parse HEAD of this checkout; "
+                             "give it where the tree travelled without its own .git)")
     parser.add_argument("--dry-run", action="store_true", help="on a CPU (a tiny --model): checks the script, no memory")
     parser.add_argument("--stem", default=None, help="results file stem (default learner_memory_<model file stem>)")
     args = parser.parse_args(argv)
@@ -203,7 +210,8 @@ def main(argv: list[str] | None = None) -> None:
             for block in iter(lambda: f.read(1 << 24), b""):
                 digest.update(block)
         sha = digest.hexdigest()
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    commit = args.commit or subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                                           text=True).stdout.strip()
     ray.init(num_cpus=8, num_gpus=int(torch.cuda.is_available()), include_dashboard=False, log_to_driver=False, configure_logging=False)
     data: dict[str, Any] = {"model_name": model_file.name or args.model, "model": args.model, "model_sha256": sha,
                             "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu", "torch": torch.__version__, "commit": commit or None,

@@ -12,7 +12,7 @@ from rllib_llm.run.cli import load_tuned_example
 gigpo, stop = load_tuned_example(Path(__file__).with_name("sokoban_gigpo_qwen.py"))
 config = GRPOConfig().rollouts_like(gigpo).training(
     lr=gigpo.lr, kl_coeff=gigpo.kl_coeff, kl_estimator=gigpo.kl_estimator, gamma=gigpo.gamma,
-    advantage_norm=gigpo.advantage_norm, minibatch_size=gigpo.minibatch_size,
+    advantage_norm=gigpo.advantage_norm, minibatch_size=gigpo.minibatch_size, micro_batch_size=gigpo.micro_batch_size,
 )
 
 if __name__ == "__main__":

@@ -63,3 +63,25 @@ def test_tuned_example_trains_one_iteration_on_the_tiny_model(name):
             assert algo.config.kl_reward_coeff > 0
     finally:
         algo.stop()
+
+
+@pytest.mark.parametrize("name", ["sokoban_gigpo_qwen", "sokoban_grpo_qwen"])
+def test_the_real_model_recipes_train_one_iteration_as_configured(name):
+    """The GPU recipes' Learner as shipped (bf16 base with float32 LoRA adapters, activation checkpointing,
+    micro-batches) on the tiny model: one iteration moves only the adapters."""
+    from rllib_llm.run.cli import with_model
+
+    config, _ = load_tuned_example(str(TUNED_EXAMPLES / f"{name}.py"))
+    assert config.llm_model["dtype"] == "bfloat16" and config.llm_model["lora"] and config.gradient_checkpointing
+    config = with_model(config.copy(copy_frozen=False), "tiny-random-llama")
+    config.generation(max_new_tokens=4).group_rollouts(group_size=2, num_groups=2, max_episode_steps=2)
+    config.training(minibatch_size=8, micro_batch_size=2).evaluation(evaluation_num_seeds=2)
+    algo = config.build_algo()
+    try:
+        make_groups_informative(algo)
+        before = learner_weights(algo)
+        algo.train()
+        moved = changed(before, learner_weights(algo))
+        assert moved and all("lora_" in key for key in moved)
+    finally:
+        algo.stop()
