@@ -1,10 +1,19 @@
 """What one rllib-llm checkpoint directory holds, written the same way by ``rllib-llm train`` and by Tune.
 
 RLlib's own checkpoint (``Algorithm.save_to_path``: the LearnerGroup with module weights and optimizer state,
-the EnvRunner state with its seed RNG and rollout counter, the metrics logger, ``training_iteration``), plus
-the process-global RNGs (``random``, numpy, torch), which the generation backend samples from, plus a marker
-written last (``rllib_llm_checkpoint.json``: the iteration, every file's size and sha256, and what the CLI
-needs to continue) that makes the directory checkable before anything is unpickled. The CLI's atomic swap
+the EnvRunner state with its seed RNG and rollout counter, the metrics logger, ``training_iteration``) with its
+state files in msgpack (RLlib's ``use_msgpack``), plus the process-global RNGs (``random``, numpy, torch),
+which the generation backend samples from, as JSON, plus a marker written last (``rllib_llm_checkpoint.json``:
+the iteration, every file's size and sha256, and what the CLI needs to continue) that makes the directory
+checkable before anything is loaded.
+
+Trust: loading a pickle runs whatever code it names, and a checkpoint is something users pass around. So the
+state this package loads is never a pickle: :func:`check_safe_to_load` refuses a checkpoint with pickled state
+files (older checkpoints, or ones written by RLlib's default) and msgpack files holding msgpack_numpy's
+"object array" records (which it unpickles), unless the user says the checkpoint is trusted
+(``--trust-checkpoint``). RLlib's ``class_and_ctor_args.pkl`` files are still written (RLlib's own
+``Algorithm.from_checkpoint`` needs them) but never read by a restore into an algorithm built from a config.
+The marker's hashes catch corruption, not tampering: anyone can recompute them. The CLI's atomic swap
 and resume logic (:mod:`rllib_llm.run.checkpoints`) and ``LLMAlgorithm.save_checkpoint`` (Tune's hook) both
 call :func:`write_checkpoint`.
 """
@@ -22,7 +31,11 @@ from typing import Any
 
 TMP_SUFFIX = ".tmp"
 MARKER_FILE = "rllib_llm_checkpoint.json"
-RNG_FILE = "rllib_llm_rng.pkl"
+RNG_FILE = "rllib_llm_rng.json"
+#: The RNG file of checkpoints before 2026-12-07 (a pickle: read only from a trusted checkpoint).
+LEGACY_RNG_FILE = "rllib_llm_rng.pkl"
+#: Files RLlib writes (pickled constructors) that a restore into a built algorithm never reads.
+CONSTRUCTOR_FILE = "class_and_ctor_args.pkl"
 MARKER_FORMAT = 2
 
 
@@ -30,9 +43,8 @@ def write_checkpoint(algo: Any, directory: str | Path, extra: dict[str, Any] | N
     """Writes ``algo``'s checkpoint into ``directory`` (RLlib's state, the RNGs, then the marker, each file
     synced) and returns the marker. ``extra`` (JSON-able) is stored in the marker."""
     directory = Path(directory)
-    algo.save_to_path(str(directory))
-    with open(directory / RNG_FILE, "wb") as f:
-        pickle.dump(capture_rng(), f)
+    algo.save_to_path(str(directory), use_msgpack=True)
+    write_json_atomic(directory / RNG_FILE, capture_rng())
     for path in directory.rglob("*"):
         fsync_path(path)
     marker = {
@@ -97,26 +109,114 @@ def write_json_atomic(path: Path, payload: Any) -> None:
 
 
 def capture_rng() -> dict[str, Any]:
-    """The process-global RNG states (the HF backend samples from torch's global generator)."""
+    """The process-global RNG states (the HF backend samples from torch's global generator), as JSON data."""
     import numpy as np
     import torch
 
+    kind, keys, position, has_gauss, cached = np.random.get_state()
+    version, internal, gauss_next = random.getstate()
     state: dict[str, Any] = {
-        "python": random.getstate(),
-        "numpy": np.random.get_state(),
-        "torch": torch.get_rng_state(),
+        "python": [version, list(internal), gauss_next],
+        "numpy": [kind, [int(k) for k in keys], int(position), int(has_gauss), float(cached)],
+        "torch": torch.get_rng_state().tolist(),
     }
     if torch.cuda.is_available():
-        state["torch_cuda"] = torch.cuda.get_rng_state_all()
+        state["torch_cuda"] = [s.tolist() for s in torch.cuda.get_rng_state_all()]
     return state
 
 
 def restore_rng(state: dict[str, Any]) -> None:
+    """Sets the RNGs from :func:`capture_rng`'s data (or from the tuples and tensors of a legacy pickle)."""
     import numpy as np
     import torch
 
-    random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
-    torch.set_rng_state(state["torch"])
+    def as_bytes(value: Any) -> torch.Tensor:
+        return value if torch.is_tensor(value) else torch.tensor(value, dtype=torch.uint8)
+
+    version, internal, gauss_next = state["python"]
+    random.setstate((version, tuple(internal), gauss_next))
+    kind, keys, position, has_gauss, cached = state["numpy"]
+    np.random.set_state((kind, np.asarray(keys, dtype=np.uint32), position, has_gauss, cached))
+    torch.set_rng_state(as_bytes(state["torch"]))
     if "torch_cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["torch_cuda"])
+        torch.cuda.set_rng_state_all([as_bytes(s) for s in state["torch_cuda"]])
+
+
+def read_rng(root: Path, trust: bool = False) -> dict[str, Any] | None:
+    """The RNG states a checkpoint directory holds (None without them); the legacy pickle only if trusted
+    (:func:`check_safe_to_load` has refused an untrusted one before this is reached)."""
+    if (root / RNG_FILE).is_file():
+        return json.loads((root / RNG_FILE).read_text())
+    if trust and (root / LEGACY_RNG_FILE).is_file():
+        with open(root / LEGACY_RNG_FILE, "rb") as f:
+            return pickle.load(f)
+    return None
+
+
+class UnsafeCheckpointError(ValueError):
+    """A checkpoint whose loading could run code it carries (pickled state), refused unless trusted."""
+
+
+def _object_array_record(obj: dict) -> bool:
+    """Whether a msgpack map is msgpack_numpy's record of an object array (which its decoder unpickles)."""
+    return any(obj.get(nd) is True and obj.get(kind) in (b"O", "O") for nd, kind in ((b"nd", b"kind"), ("nd", "kind")))
+
+
+def plain_msgpack_load(path: Path, object_hook: Any = None) -> Any:
+    """One msgpack file's content (a file holding more than one object is an error), decoded by msgpack
+    alone. Not ``msgpack.unpack``: RLlib applies
+    ``msgpack_numpy.patch()`` process-wide, after which the module's functions decode msgpack_numpy's records,
+    unpickling object arrays; the ``Unpacker`` classes of msgpack's own submodules stay unpatched."""
+    try:
+        from msgpack._cmsgpack import Unpacker
+    except ImportError:  # a build without the C extension
+        from msgpack.fallback import Unpacker
+    with open(path, "rb") as f:
+        unpacker = Unpacker(f, raw=False, strict_map_key=False, object_hook=object_hook, max_buffer_size=2**31 - 1)
+        content = unpacker.unpack()
+        if unpacker.tell() != path.stat().st_size:  # a state file is one object: more is garbage
+            raise ValueError(f"{path.stat().st_size - unpacker.tell()} bytes after the first object")
+        return content
+
+
+def unsafe_files(root: Path) -> list[str]:
+    """The files of checkpoint ``root`` whose loading could run code: pickled state (any ``.pkl`` but RLlib's
+    constructor files, which a restore does not read) and msgpack files with object-array records. Each
+    msgpack file is parsed by plain msgpack (:func:`plain_msgpack_load`: nothing is unpickled) to look."""
+    unsafe = []
+    for path in sorted(root.rglob("*")):
+        if not path.is_file():
+            continue
+        rel = path.relative_to(root).as_posix()
+        if path.suffix == ".pkl" and path.name != CONSTRUCTOR_FILE:
+            unsafe.append(rel)
+        elif path.suffix in (".msgpack", ".msgpck"):
+            found: list[bool] = []
+
+            def look(obj: dict, found: list[bool] = found) -> dict:
+                if _object_array_record(obj):
+                    found.append(True)
+                return obj
+
+            try:
+                plain_msgpack_load(path, object_hook=look)
+            except Exception:  # corrupt (the integrity checks name it): a loader stops where this scan stopped
+                pass
+            if found:
+                unsafe.append(rel)
+    return unsafe
+
+
+def check_safe_to_load(root: Path, trust: bool = False) -> None:
+    """Raises :class:`UnsafeCheckpointError` (one line, naming the files) if loading checkpoint ``root``
+    could run code and ``trust`` is not given."""
+    if trust:
+        return
+    unsafe = unsafe_files(Path(root))
+    if unsafe:
+        shown = ", ".join(unsafe[:3]) + (f" and {len(unsafe) - 3} more" if len(unsafe) > 3 else "")
+        raise UnsafeCheckpointError(
+            f"{root}: {shown} would be unpickled, and unpickling runs any code a file carries: refused. "
+            "Pass --trust-checkpoint only for a checkpoint you or someone you trust wrote (checkpoints written "
+            "by this version hold no pickled state)."
+        )

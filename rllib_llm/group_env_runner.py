@@ -182,6 +182,25 @@ class RolloutCounters:
     generate_calls: int = 0
 
 
+def portable_rng_state(state: dict[str, Any]) -> dict[str, Any]:
+    """A numpy bit generator's state with its integers as decimal strings: PCG64's 128-bit ``state`` and
+    ``inc`` overflow msgpack (checkpoints are written with msgpack, not pickle, so loading one runs no code)."""
+    return {k: portable_rng_state(v) if isinstance(v, dict) else str(v) if isinstance(v, int) and not
+            isinstance(v, bool) and abs(v) >= 2**63 else v for k, v in state.items()}  # fmt: skip
+
+
+def native_rng_state(state: dict[str, Any]) -> dict[str, Any]:
+    """:func:`portable_rng_state` undone (a state that was never converted passes unchanged)."""
+    out = {}
+    for key, value in state.items():
+        if isinstance(value, dict):
+            value = native_rng_state(value)
+        elif key in ("state", "inc") and isinstance(value, str):
+            value = int(value)
+        out[key] = value
+    return out
+
+
 class GroupEnvRunner(EnvRunner, Checkpointable):
     """Base of the LLM EnvRunners (see module docstring). ``self.envs`` are the env slots (a gym env, or a
     PettingZoo adapter), grown on demand; ``self.env`` is the first slot's env (spaces, agent ids)."""
@@ -493,7 +512,7 @@ class GroupEnvRunner(EnvRunner, Checkpointable):
         them out: the Learner's copy is the one saved, and restoring syncs it back here)."""
         state: dict[str, Any] = {
             NUM_ENV_STEPS_LIFETIME: self.num_env_steps_sampled_lifetime,
-            "rng": self._rng.bit_generator.state,
+            "rng": portable_rng_state(self._rng.bit_generator.state),
             "num_rollouts": self._num_rollouts,
         }
         if components is not None and component_requested(COMPONENT_RL_MODULE, components, not_components):
@@ -515,7 +534,7 @@ class GroupEnvRunner(EnvRunner, Checkpointable):
                     self._sync_module(module_id, module_state)
         self.num_env_steps_sampled_lifetime = state.get(NUM_ENV_STEPS_LIFETIME, self.num_env_steps_sampled_lifetime)
         if "rng" in state:
-            self._rng.bit_generator.state = state["rng"]
+            self._rng.bit_generator.state = native_rng_state(state["rng"])
         self._num_rollouts = state.get("num_rollouts", self._num_rollouts)
 
     def continue_after_restart(self, restarts: int) -> None:

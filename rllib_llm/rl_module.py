@@ -170,10 +170,18 @@ class LLMRLModule(TorchRLModule, InferenceOnlyAPI):
         the no-grad passes are graphs of their own. Generation is never compiled (``LLMConfig.validate``
         refuses ``torch_compile_worker``)."""
         if not getattr(self, "_model_compiled", False):
-            self.model.compile(backend=compile_config.torch_dynamo_backend, mode=compile_config.torch_dynamo_mode,
-                               **{"dynamic": True, **compile_config.kwargs})
+            self.trained_network().compile(backend=compile_config.torch_dynamo_backend,
+                                           mode=compile_config.torch_dynamo_mode,
+                                           **{"dynamic": True, **compile_config.kwargs})  # fmt: skip
             self._model_compiled = True
         return self
+
+    def trained_network(self) -> torch.nn.Module:
+        """The network the Learner's passes call: the decoder when the LM head runs in chunks beside it
+        (:func:`~rllib_llm.token_forward.chunked_head`), else the whole language model. What ``compile``
+        compiles."""
+        parts = None if self.is_vision else chunked_head(self.model)
+        return parts[0] if parts is not None else self.model
 
     # --- RLModule forward passes ---------------------------------------------------------------------
 

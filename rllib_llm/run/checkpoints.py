@@ -28,9 +28,11 @@ from typing import Any
 
 from rllib_llm.checkpoint_files import (
     MARKER_FILE,
-    RNG_FILE,
     TMP_SUFFIX,
+    check_safe_to_load,
     fsync_path,
+    plain_msgpack_load,
+    read_rng,
     restore_rng,
     sha256_file,
     write_checkpoint,
@@ -40,7 +42,7 @@ logger = logging.getLogger(__name__)
 
 CHECKPOINT_NAME = "checkpoint"
 OLD_SUFFIX = ".old"
-ALGORITHM_STATE_FILE = "algorithm_state.pkl"
+ALGORITHM_STATE_FILE = "algorithm_state"  # .msgpack (this version) or .pkl (RLlib's default, older runs)
 COMPONENT_LEARNER_GROUP = "learner_group"
 RLLIB_MARKER_FILE = "rllib_checkpoint.json"
 
@@ -91,6 +93,11 @@ def _check_file(root: Path, path: Path) -> None:
             json.loads(path.read_text())
         except (UnicodeDecodeError, json.JSONDecodeError) as e:
             raise CheckpointError(f"{name} is corrupt: not valid JSON ({e.__class__.__name__})") from None
+    elif path.suffix in (".msgpack", ".msgpck"):
+        try:
+            plain_msgpack_load(path)
+        except Exception as e:  # msgpack raises several kinds for cut and garbage data
+            raise CheckpointError(f"{name} is corrupt: not valid msgpack ({e.__class__.__name__})") from None
     elif path.suffix == ".pkl":
         with open(path, "rb") as f:
             head = f.read(1)
@@ -100,9 +107,10 @@ def _check_file(root: Path, path: Path) -> None:
             raise CheckpointError(f"{name} is corrupt: not a complete pickle ({size} bytes)")
 
 
-def check_checkpoint(path: str | Path) -> dict[str, Any] | None:
-    """Raises :class:`CheckpointError` naming the first missing or corrupt file; returns the marker (None for
-    a checkpoint saved without one, e.g. by ``algo.save_to_path``)."""
+def check_checkpoint(path: str | Path, trust: bool = False) -> dict[str, Any] | None:
+    """Raises :class:`CheckpointError` naming the first missing or corrupt file, and
+    :class:`~rllib_llm.checkpoint_files.UnsafeCheckpointError` for pickled state unless ``trust``; returns the
+    marker (None for a checkpoint saved without one, e.g. by ``algo.save_to_path``)."""
     root = Path(path)
     if not root.is_dir():
         raise CheckpointError(f"checkpoint {str(path)!r} is not a directory")
@@ -128,10 +136,11 @@ def check_checkpoint(path: str | Path) -> dict[str, Any] | None:
             if sha256_file(root / rel) != digest:
                 raise CheckpointError(f"{root}: file {rel} is corrupt: its content changed since it was saved")
     for file in sorted(root.rglob("*")):
-        if file.is_file() and file.suffix in (".json", ".pkl"):
+        if file.is_file() and file.suffix in (".json", ".pkl", ".msgpack", ".msgpck"):
             _check_file(root, file)
     if marker is None:
         _check_layout(root)
+    check_safe_to_load(root, trust)
     return marker
 
 
@@ -147,31 +156,39 @@ def _check_layout(root: Path) -> None:
         metadata = json.loads(meta.read_text())
         wanted = [metadata.get("class_and_ctor_args_file", "class_and_ctor_args.pkl")]
         stem = metadata.get("state_file")
-        if stem and not (meta.parent / f"{stem}.msgpack").is_file():
-            wanted.append(f"{stem}.pkl")
+        if stem and not (meta.parent / f"{stem}.pkl").is_file():  # msgpack (this version's) or pickle
+            wanted.append(f"{stem}.msgpack")
         for name in wanted:
             if not (meta.parent / name).is_file():
                 raise CheckpointError(f"{root}: file {prefix}{name} is missing")
 
 
 def _iteration_without_marker(root: Path) -> int:
-    with open(root / ALGORITHM_STATE_FILE, "rb") as f:
+    """``training_iteration`` from the Algorithm's own state file: msgpack read plainly (no decoder hooks), a
+    pickle only from a checkpoint :func:`check_checkpoint` let through as trusted."""
+    state_file = root / f"{ALGORITHM_STATE_FILE}.msgpack"
+    if state_file.is_file():
+        return int(plain_msgpack_load(state_file).get("training_iteration", 0))
+    with open(root / f"{ALGORITHM_STATE_FILE}.pkl", "rb") as f:
         return int(pickle.load(f).get("training_iteration", 0))
 
 
-def read_checkpoint(path: str | Path) -> ResumePoint:
-    """The checked :class:`ResumePoint` of one checkpoint directory (raises :class:`CheckpointError`)."""
+def read_checkpoint(path: str | Path, trust: bool = False) -> ResumePoint:
+    """The checked :class:`ResumePoint` of one checkpoint directory (raises :class:`CheckpointError`, and
+    refuses pickled state unless ``trust``)."""
     root = Path(path).resolve()
-    marker = check_checkpoint(root)
+    marker = check_checkpoint(root, trust)
     if marker is None:
         try:
             return ResumePoint(root, _iteration_without_marker(root))
         except Exception as e:
-            raise CheckpointError(f"{root}: corrupt file {ALGORITHM_STATE_FILE} ({e.__class__.__name__})") from None
+            name = next((f"{ALGORITHM_STATE_FILE}{suffix}" for suffix in (".msgpack", ".pkl")
+                         if (root / f"{ALGORITHM_STATE_FILE}{suffix}").is_file()), ALGORITHM_STATE_FILE)  # fmt: skip
+            raise CheckpointError(f"{root}: corrupt file {name} ({e.__class__.__name__})") from None
     return ResumePoint(root, int(marker["training_iteration"]), dict(marker.get("extra") or {}))
 
 
-def last_checkpoint(run_dir: str | Path, repair: bool = True) -> ResumePoint | None:
+def last_checkpoint(run_dir: str | Path, repair: bool = True, trust: bool = False) -> ResumePoint | None:
     """The newest complete checkpoint of a run (None if there is none).
 
     A kill during :func:`save_checkpoint` can leave ``checkpoint.tmp`` (complete or not) and
@@ -191,7 +208,7 @@ def last_checkpoint(run_dir: str | Path, repair: bool = True) -> ResumePoint | N
             logger.warning("Ignoring %s: the save that wrote it did not finish (no %s).", path, MARKER_FILE)
             continue
         try:
-            complete.append(read_checkpoint(path))
+            complete.append(read_checkpoint(path, trust))
         except CheckpointError as e:
             logger.warning("Ignoring incomplete checkpoint: %s", e)
     if not complete:
@@ -209,9 +226,11 @@ def last_checkpoint(run_dir: str | Path, repair: bool = True) -> ResumePoint | N
     return best
 
 
-def restore(algo: Any, point: ResumePoint) -> None:
+def restore(algo: Any, point: ResumePoint, trust: bool = False) -> None:
     """Restores ``algo`` (built from the run's config) to ``point``: weights, optimizer, env runner RNG and
-    counters, metrics, iteration, and the process-global RNGs."""
+    counters, metrics, iteration, and the process-global RNGs. ``point`` came from :func:`read_checkpoint`,
+    which refused pickled state unless ``trust``; RLlib's restore into a built algorithm reads the state
+    files only (never the pickled constructors)."""
     try:
         algo.restore_from_path(str(point.path))
     except Exception as e:  # e.g. a checkpoint of another model or algorithm: one line, not Ray's traceback
@@ -220,10 +239,9 @@ def restore(algo: Any, point: ResumePoint) -> None:
             f"{point.path}: could not restore it into this run's algorithm (written by another config?): "
             f"{type(e).__name__}: {message}"
         ) from e
-    rng_file = point.path / RNG_FILE
-    if rng_file.is_file():
-        with open(rng_file, "rb") as f:
-            restore_rng(pickle.load(f))
+    rng = read_rng(point.path, trust)
+    if rng is not None:
+        restore_rng(rng)
     if int(algo.iteration) != point.iteration:
         raise CheckpointError(
             f"{point.path}: restored training iteration {algo.iteration}, the checkpoint says {point.iteration}"
@@ -233,42 +251,83 @@ def restore(algo: Any, point: ResumePoint) -> None:
 # --- the run's JSON-lines files ----------------------------------------------------------------------
 
 
-def truncate_jsonl(path: str | Path, key: str, last: int) -> int:
+class ProgressError(ValueError):
+    """A row of a run's ``progress.jsonl`` before its checkpoint that is not what the run wrote."""
+
+
+def _progress_row_problem(row: Any, expected: int) -> str | None:
+    """Why ``row`` is not the progress row of iteration ``expected`` (None if it is): an object whose
+    ``iter`` is that integer (written as 1 or 1.0) and whose other values are numbers or null."""
+    if not isinstance(row, dict):
+        return "not a JSON object"
+    it = row.get("iter")
+    if isinstance(it, bool) or not isinstance(it, (int, float)) or it != int(it):
+        return f"'iter' is {it!r}, not an integer"
+    if int(it) != expected:
+        return f"'iter' is {int(it)} where iteration {expected} was due (a repeated, skipped or reordered row)"
+    bad = [k for k, v in row.items() if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)))]
+    return f"non-numeric value(s) for {', '.join(bad[:3])}" if bad else None
+
+
+def truncate_jsonl(path: str | Path, key: str, last: int, progress: bool = False) -> int:
     """Drops the rows of ``path`` whose ``key`` is beyond ``last`` (written after the checkpoint a run
-    resumes from, so they would repeat) and a torn last line; returns how many rows were dropped."""
+    resumes from, so they would repeat) and a torn last line; returns how many rows were dropped. Read
+    and rewritten line by line: memory does not grow with the file.
+
+    With ``progress`` (``progress.jsonl``: one row per iteration), the rows up to ``last`` must be
+    iterations 1, 2, ... in order with numeric values: anything else there (a repeated row from two
+    writers, ``iter: -7`` or ``"1"``, a text metric) is a :class:`ProgressError` naming the line, since
+    no repair would know which of the rows is true."""
     path = Path(path)
     if not path.is_file():
         return 0
-    kept, dropped = [], 0
-    for line in path.read_text().splitlines():
-        try:
-            row = json.loads(line)
-            keep = float(row[key]) <= last
-        except (json.JSONDecodeError, KeyError, TypeError, ValueError):
-            keep = False  # a line cut by the kill
-        if keep:
-            kept.append(line)
-        elif line.strip():
-            dropped += 1
+    tmp = path.with_name(path.name + TMP_SUFFIX)
+    dropped, expected = 0, 1
+    with open(path, encoding="utf-8", errors="replace") as source, open(tmp, "w", encoding="utf-8") as kept:
+        for number, line in enumerate(source, start=1):
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                row = None  # a line cut by the kill (or beyond repair: see below)
+            try:
+                keep = float(row[key]) <= last
+            except (KeyError, TypeError, ValueError, IndexError):
+                keep = False
+            if progress and line.strip() and (keep or not isinstance(row, dict)):
+                problem = _progress_row_problem(row, expected) if row is not None else "not a JSON row"
+                if problem is not None and not (row is None and expected > last):
+                    kept.close()
+                    tmp.unlink()
+                    raise ProgressError(f"{path} line {number}: {problem}; this run's rows are not what it wrote. "
+                                        "Fix or remove the file to resume.")
+                expected += 1
+            if keep:
+                kept.write(line if line.endswith("\n") else line + "\n")
+            elif line.strip():
+                dropped += 1
     if dropped:
-        tmp = path.with_name(path.name + TMP_SUFFIX)
-        tmp.write_text("".join(f"{line}\n" for line in kept))
         os.replace(tmp, path)
+    else:
+        tmp.unlink()
     return dropped
 
 
-def resume_run(run_dir: str | Path, jsonl_keys: dict[str, str]) -> ResumePoint | None:
+def resume_run(
+    run_dir: str | Path, jsonl_keys: dict[str, str], progress: tuple[str, ...] = (), trust: bool = False
+) -> ResumePoint | None:
     """What ``rllib-llm train --resume`` does before building the algorithm: finds (and repairs) the last
     complete checkpoint of ``run_dir`` and drops the rows of its JSON-lines files (``name -> iteration
-    key``) written after it, so the resumed run's rows continue without a gap or repeat. Without a
+    key``) written after it, so the resumed run's rows continue without a gap or repeat (``progress``: the
+    files of one row per iteration, checked as :func:`truncate_jsonl` says). Without a
     checkpoint the run starts from scratch (and every row goes); a corrupt ``checkpoint/`` with nothing
     complete to fall back on is a :class:`CheckpointError` rather than a silent restart."""
     run_dir = Path(run_dir)
-    point = last_checkpoint(run_dir)
+    point = last_checkpoint(run_dir, trust=trust)
     if point is None and (run_dir / CHECKPOINT_NAME).exists():
-        read_checkpoint(run_dir / CHECKPOINT_NAME)  # raises, naming what is wrong: never restart silently
+        read_checkpoint(run_dir / CHECKPOINT_NAME, trust)  # raises, naming what is wrong: never restart silently
     last = point.iteration if point is not None else 0
-    dropped = sum(truncate_jsonl(run_dir / name, key, last) for name, key in jsonl_keys.items())
+    dropped = sum(truncate_jsonl(run_dir / name, key, last, progress=name in progress)
+                  for name, key in jsonl_keys.items())
     note = f" (dropped {dropped} row(s) written after it)" if dropped else ""
     if point is None:
         print(f"No complete checkpoint in {run_dir}: starting from scratch{note}.", flush=True)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import ast
 import difflib
+import errno
 import importlib.util
 import inspect
 import json
@@ -324,30 +325,59 @@ def train_config(config: Any, stop: dict, args: argparse.Namespace, *, name: str
         at_gpu_size(config)
     validate_config(config, source)
     output = Path(args.output or Path("runs") / name)
-    prepare_run_folder(output, resume=args.resume, overwrite=getattr(args, "overwrite", False))
-    resumed = resume_run(output, {PROGRESS_FILE: "iter", TRAJECTORIES_FILE: "iteration"}) if args.resume else None
-    tracking = _tracking_for(args, config, name, source, output, resumed)
-    record_trajectories(config, output / TRAJECTORIES_FILE, args.trajectories_per_iter)
+    lock = prepare_run_folder(output, resume=args.resume, overwrite=getattr(args, "overwrite", False))
     status = "FAILED"
-    algo = None
-    previous_sigterm = _raise_on_sigterm()
+    algo = tracking = previous_sigterm = None
     try:
+        resumed = None
+        if args.resume:
+            resumed = resume_run(output, {PROGRESS_FILE: "iter", TRAJECTORIES_FILE: "iteration"},
+                                 progress=(PROGRESS_FILE,), trust=getattr(args, "trust_checkpoint", False))  # fmt: skip
+        tracking = _tracking_for(args, config, name, source, output, resumed)
+        record_trajectories(config, output / TRAJECTORIES_FILE, args.trajectories_per_iter)
         init_ray()
+        # After Ray is up: ray.init() installs a SIGTERM handler of its own (an abort with a C++ stack dump).
+        previous_sigterm = _raise_on_sigterm()
         algo = config.build_algo()
         if resumed is not None:
-            restore(algo, resumed)
+            restore(algo, resumed, trust=getattr(args, "trust_checkpoint", False))
         summary = _train_loop(algo, args, iterations, output, tracking, source, resumed, stop)
         status = "FINISHED"
         return summary
     except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (`ray job stop`, a scheduler's preemption): see below
         status = "KILLED"
         raise
+    except OSError as e:  # the run folder made unwritable, a full disk: one line, not pyarrow's traceback
+        if not is_write_failure(e):
+            raise
+        raise UserError(f"Cannot write the run in {output}: {one_line(str(e))}") from None
     finally:
-        tracking.finish(status)
+        if tracking is not None:
+            tracking.finish(status)
         if algo is not None:
             algo.stop()
         if previous_sigterm is not None:
             signal.signal(signal.SIGTERM, previous_sigterm)
+        lock.close()
+
+
+#: What a file system says when a run cannot write its folder (errno, or the text pyarrow's errors carry).
+_WRITE_FAILURES = {errno.EACCES: "Permission denied", errno.EPERM: "Operation not permitted",
+                   errno.ENOSPC: "No space left", errno.EROFS: "Read-only file system", errno.EDQUOT: "Disk quota"}
+
+
+def is_write_failure(error: OSError) -> bool:
+    """Whether ``error`` says a file could not be written for lack of permission or space."""
+    return error.errno in _WRITE_FAILURES or any(text in str(error) for text in _WRITE_FAILURES.values())
+
+
+def interrupted_status(error: KeyboardInterrupt, prog: str) -> int:
+    """One line for a run stopped by SIGTERM (143) or Ctrl-C (130), instead of a traceback."""
+    if isinstance(error, Terminated):
+        print(f"{prog}: terminated (SIGTERM): --resume continues from the last checkpoint", file=sys.stderr)
+        return 128 + signal.SIGTERM
+    print(f"{prog}: interrupted (Ctrl-C): --resume continues from the last checkpoint", file=sys.stderr)
+    return 128 + signal.SIGINT
 
 
 class Terminated(KeyboardInterrupt):
@@ -369,28 +399,84 @@ def _raise_on_sigterm() -> Any:
 
 #: What a run writes into its folder (the checkpoint with its in-flight and previous copies).
 RUN_FILES = (PROGRESS_FILE, TRAJECTORIES_FILE, SUMMARY_FILE, "checkpoint", "checkpoint.tmp", "checkpoint.old")
+#: Written into every run folder when the run starts: what ``--overwrite`` requires before deleting anything.
+RUN_MARKER = ".rllib-llm-run"
+#: The run folder's lock file (an advisory ``flock``, held for the whole run, with the holder's pid).
+RUN_LOCK = ".rllib-llm.lock"
 
 
-def prepare_run_folder(output: Path, *, resume: bool, overwrite: bool) -> None:
-    """Creates the run folder; one that already holds a run is continued (``--resume``), replaced
-    (``--overwrite``: only the run's own files go) or refused, never mixed with a new run's rows."""
+def lock_run_folder(output: Path) -> Any:
+    """Takes the run folder's advisory lock (``flock``, non-blocking) and returns the open lock file, which
+    holds it until closed or the process ends (a killed run's lock goes with it: nothing stale to clean up).
+    A second run into the same folder (two ``--resume`` at once interleaved their rows) gets one line naming
+    the holder's pid."""
+    import fcntl
+
+    output.mkdir(parents=True, exist_ok=True)
+    handle = open(output / RUN_LOCK, "a+")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        handle.seek(0)
+        holder = handle.read().strip() or "unknown"
+        handle.close()
+        raise UserError(f"Run folder {output} is in use by another run (process {holder}): wait for it to end, "
+                        "or pick another --output.") from None
+    handle.seek(0)
+    handle.truncate()
+    handle.write(f"{os.getpid()}\n")
+    handle.flush()
+    return handle
+
+
+def _written_by_a_run(output: Path) -> bool:
+    """Whether ``output`` is an rllib-llm run folder: its marker, or (folders of runs from before the marker)
+    a progress file whose first row is one of ours."""
+    if (output / RUN_MARKER).is_file():
+        return True
+    try:
+        with open(output / PROGRESS_FILE, encoding="utf-8") as f:
+            first = json.loads(f.readline())
+        return isinstance(first, dict) and "iter" in first and "wall_time" in first
+    except (OSError, ValueError):
+        return False
+
+
+def prepare_run_folder(output: Path, *, resume: bool, overwrite: bool) -> Any:
+    """Creates the run folder and takes its lock (:func:`lock_run_folder`; returned, held until closed); a
+    folder that already holds a run is continued (``--resume``), replaced (``--overwrite``: only the run's own
+    files go, and only from a folder an rllib-llm run wrote) or refused, never mixed with a new run's rows."""
     if resume and overwrite:
         raise UserError("--resume continues the run in the output folder and --overwrite replaces it: pass one.")
-    existing = [name for name in RUN_FILES if (output / name).exists()]
-    if existing and not resume:
-        if not overwrite:
-            raise UserError(
-                f"Run folder {output} already holds a run ({', '.join(existing)}): pass --resume to continue it, "
-                "--overwrite to replace it, or --output for another folder."
-            )
-        for name in existing:
-            path = output / name
-            if path.is_dir():
-                shutil.rmtree(path)
-            else:
-                path.unlink()
-        print(f"Replacing the run in {output} (--overwrite).", flush=True)
-    output.mkdir(parents=True, exist_ok=True)
+    if output.exists() and not output.is_dir():
+        raise UserError(f"--output {output} is a file, not a folder: pick a folder for the run.")
+    try:
+        lock = lock_run_folder(output)
+    except PermissionError as e:
+        raise UserError(f"Cannot write the run folder {output}: {e.strerror}.") from None
+    try:
+        existing = [name for name in RUN_FILES if (output / name).exists()]
+        if existing and not resume:
+            if not overwrite:
+                raise UserError(
+                    f"Run folder {output} already holds a run ({', '.join(existing)}): pass --resume to continue "
+                    "it, --overwrite to replace it, or --output for another folder."
+                )
+            if not _written_by_a_run(output):
+                raise UserError(f"--overwrite: {output} holds {', '.join(existing)} but no rllib-llm run wrote it "
+                                f"(no {RUN_MARKER} marker): nothing deleted; pick another --output.")
+            for name in existing:
+                path = output / name
+                if path.is_dir():
+                    shutil.rmtree(path)
+                else:
+                    path.unlink()
+            print(f"Replacing the run in {output} (--overwrite).", flush=True)
+        (output / RUN_MARKER).write_text(json.dumps({"created_by": "rllib-llm", "pid": os.getpid()}) + "\n")
+    except BaseException:
+        lock.close()
+        raise
+    return lock
 
 
 def _train_loop(
@@ -494,27 +580,44 @@ def run_example(config: Any, stop: dict | None = None, argv: list[str] | None = 
     except USER_ERRORS as e:
         print(f"{parser.prog}: error: {one_line(str(e))}", file=sys.stderr)
         raise SystemExit(2) from e
+    except KeyboardInterrupt as e:
+        raise SystemExit(interrupted_status(e, parser.prog)) from None
 
 
 # --- other commands ------------------------------------------------------------------------------------
 
 
 def evaluate(args: argparse.Namespace) -> dict[str, Any]:
+    """Greedy success of a checkpoint on held-out seeds. Its state goes into the config of ``--example`` (no
+    code from the checkpoint runs); RLlib's ``Algorithm.from_checkpoint`` (which unpickles the config saved
+    in it) only with ``--trust-checkpoint``."""
     path = Path(args.checkpoint)
     if not path.is_dir():
         raise UserError(f"Checkpoint {args.checkpoint!r} is not a directory.")
-    try:  # a missing or corrupt file: one line naming it, before Ray starts
-        read_checkpoint(path)
+    trust = getattr(args, "trust_checkpoint", False)
+    example = getattr(args, "example", None)
+    try:  # a missing, corrupt or unsafe file: one line naming it, before Ray starts
+        point = read_checkpoint(path, trust)
     except CheckpointError as e:
         raise UserError(f"Could not restore checkpoint: {e}") from e
+    if example is None and not trust:
+        hint = _trained_from(path) or "tuned_examples/<example>.py"
+        raise UserError(f"Evaluating {args.checkpoint!r} needs the config it was trained with: pass --example {hint} "
+                        "(or --trust-checkpoint to unpickle the config saved in it, which runs any code the checkpoint "
+                        "carries).")
     from ray.rllib.algorithms.algorithm import Algorithm
 
+    config = load_tuned_example(example)[0] if example is not None else None
     quiet_third_party_notices()
     init_ray()
     try:
-        algo = Algorithm.from_checkpoint(str(path.resolve()))
+        if config is not None:
+            algo = config.build_algo()
+            restore(algo, point, trust)
+        else:
+            algo = Algorithm.from_checkpoint(str(path.resolve()))
     except Exception as e:  # Ray wraps the cause deeply: say what failed in one line.
-        raise UserError(f"Could not restore checkpoint {args.checkpoint!r}: {type(e).__name__}: {e}") from e
+        raise UserError(f"Could not restore checkpoint {args.checkpoint!r}: {type(e).__name__}: {one_line(str(e))}") from e
     offset = args.seed_offset if args.seed_offset is not None else algo.config.evaluation_seed_offset
     start = time.perf_counter()
     print(f"Evaluating {path} on {args.num_seeds} held-out seeds from {offset} (greedy, one episode each)...",
@@ -523,6 +626,15 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
     print(format_eval("Policy", stats) + f" ({time.perf_counter() - start:.0f} s)")
     algo.stop()
     return stats
+
+
+def _trained_from(checkpoint: Path) -> str | None:
+    """The tuned example a CLI run's checkpoint names in its summary (shown in a hint, never executed)."""
+    try:
+        source = json.loads((checkpoint.parent / SUMMARY_FILE).read_text()).get("tuned_example")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return source if isinstance(source, str) and source.endswith(".py") and "\n" not in source else None
 
 
 def plot(args: argparse.Namespace) -> list[Path]:
@@ -651,6 +763,7 @@ def add_train_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--resume", action="store_true",
                    help="continue the run in --output from its last complete checkpoint (iteration, optimizer, RNG)")
     p.add_argument("--trajectories-per-iter", type=int, default=2, help="episodes per iteration saved to trajectories.jsonl")
+    add_trust_option(p)
     g = p.add_argument_group("tracking")
     g.add_argument("--tracking-uri", default=None,
                    help="MLflow: a directory (default ./mlruns, or $MLFLOW_TRACKING_URI) or a URI (http://server:5000)")
@@ -661,6 +774,13 @@ def add_train_options(p: argparse.ArgumentParser) -> None:
                    help="checkpoints logged as artifacts (all: also every --checkpoint-every)")
     g.add_argument("--wandb-project", default=None, help="also log to this Weights & Biases project (needs wandb)")
     g.add_argument("--wandb-entity", default=None, help="Weights & Biases entity (team or user) of --wandb-project")
+
+
+def add_trust_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--trust-checkpoint", action="store_true",
+                   help="load a checkpoint that holds pickled state (older runs, RLlib's default format): "
+                        "unpickling runs whatever code the files carry, so only for checkpoints you or someone "
+                        "you trust wrote")
 
 
 def plain_text(doc: str) -> str:
@@ -682,6 +802,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--num-seeds", type=_at_least(1), default=32, help="held-out seeds, one greedy episode each")
     p.add_argument("--seed-offset", type=int, default=None,
                    help="first seed (default: the config's evaluation_seed_offset, the seeds training never sees)")
+    p.add_argument("--example", default=None,
+                   help="the tuned example the checkpoint was trained from: its config is built from this file and "
+                        "the checkpoint's state loaded into it (without it, the config pickled in the checkpoint "
+                        "is loaded, which needs --trust-checkpoint)")
+    add_trust_option(p)
     p.set_defaults(func=evaluate)
     p = sub.add_parser("plot", help="PNG learning curves of one or more run directories")
     p.add_argument("run_dirs", nargs="+", help="run folders (each with progress.jsonl); several share the axes")
@@ -733,9 +858,8 @@ def main(argv: list[str] | None = None) -> int:
     except USER_ERRORS as e:
         print(f"rllib-llm: error: {one_line(str(e))}", file=sys.stderr)
         return 2
-    except Terminated:
-        print("rllib-llm: terminated (SIGTERM): --resume continues from the last checkpoint", file=sys.stderr)
-        return 128 + signal.SIGTERM
+    except KeyboardInterrupt as e:
+        return interrupted_status(e, "rllib-llm")
     return 0
 
 

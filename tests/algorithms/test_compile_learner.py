@@ -29,7 +29,8 @@ def assert_compiled_equals_eager(device: str, compile_config: TorchCompileConfig
     eager, compiled = LLMRLModule(model_config=spec).to(device), LLMRLModule(model_config=spec).to(device)
     compiled.set_state(eager.get_state(frozen_weights=True))
     assert compiled.compile(compile_config) is compiled and compiled.compile(compile_config) is compiled  # once
-    assert compiled.model._compiled_call_impl is not None and eager.model._compiled_call_impl is None
+    assert compiled.trained_network()._compiled_call_impl is not None
+    assert eager.trained_network()._compiled_call_impl is None
     frames = torch._dynamo.utils.counters["stats"]["unique_graphs"]
     for prompts, responses in [([[5, 6, 7], [8, 9]], [[10, 11], [12]]), ([[5, 6, 7, 8, 9, 10]], [[11, 12, 13, 14]])]:
         batch = {k: v.to(device) for k, v in token_batch(eager, prompts, responses).items()}
@@ -67,14 +68,14 @@ def test_the_learner_compiles_its_modules_when_the_config_asks():
     algo = config.build_algo()
     try:
         module = algo.learner_group._learner.module[DEFAULT_MODULE_ID].unwrapped()
-        assert getattr(module, "_model_compiled", False) and module.model._compiled_call_impl is not None
+        assert getattr(module, "_model_compiled", False) and module.trained_network()._compiled_call_impl is not None
         result = algo.train()  # an update through the compiled model
         assert math.isfinite(result["learners"][DEFAULT_MODULE_ID]["policy_loss"])
     finally:
         algo.stop()
     plain = tiny_config().build_algo()
     try:
-        assert plain.learner_group._learner.module[DEFAULT_MODULE_ID].unwrapped().model._compiled_call_impl is None
+        assert plain.learner_group._learner.module[DEFAULT_MODULE_ID].unwrapped().trained_network()._compiled_call_impl is None
     finally:
         plain.stop()
 

@@ -91,9 +91,14 @@ def test_cli_train_then_evaluate(tmp_path, capsys):
     assert summary["stopped"] == "after iteration 1: the iteration limit (1)"
     rows = [json.loads(line) for line in (out / "progress.jsonl").read_text().splitlines()]
     assert [r["iter"] for r in rows] == [1.0]
-    assert main(["evaluate", summary["checkpoint"], "--num-seeds", "2"]) == 0
+    assert main(["evaluate", summary["checkpoint"], "--num-seeds", "2"]) == 2  # which config? (none is unpickled)
+    err = capsys.readouterr().err
+    assert "pass --example tests/fixtures/tiny_numberline.py" in err and len(err.strip().splitlines()) == 1
+    assert main(["evaluate", summary["checkpoint"], "--num-seeds", "2", "--example", "tests/fixtures/tiny_numberline.py"]) == 0
     printed = capsys.readouterr().out
     assert "Evaluating " in printed and " held-out seeds from " in printed and "over 2 held-out seeds" in printed
+    assert main(["evaluate", summary["checkpoint"], "--num-seeds", "2", "--trust-checkpoint"]) == 0  # RLlib's own
+    assert "over 2 held-out seeds" in capsys.readouterr().out
 
 
 def test_a_run_folder_is_never_mixed_with_a_second_run(tmp_path, capsys):
