@@ -9,10 +9,17 @@ key along; an endless or huge answer must not fill the memory. One opener does a
 - :func:`safe_opener`: redirects are held to the same rules (a redirect to another origin is refused, or with
   ``strip_auth_across_origins`` followed without the ``Authorization`` header, as ``requests`` does).
 - :func:`read_capped`: reads at most ``max_bytes`` of an answer, else :class:`ResponseTooLargeError`.
+- :func:`open_and_read`: the whole request (connect, send, headers, body) within one deadline: a socket
+  timeout bounds each read only, so a server that drips a byte a second held a client with ``timeout=2`` for
+  25 s; a watchdog now shuts the request's socket down when the deadline passes.
 """
 
 from __future__ import annotations
 
+import http.client
+import socket
+import sys
+import threading
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -74,8 +81,8 @@ def safe_opener(allowed_origin: str | None = None, strip_auth_across_origins: bo
     opener = urllib.request.OpenerDirector()
     for handler in (
         urllib.request.ProxyHandler(),
-        urllib.request.HTTPHandler(),
-        urllib.request.HTTPSHandler(),
+        _WatchedHTTPHandler(),
+        _WatchedHTTPSHandler(),
         urllib.request.HTTPDefaultErrorHandler(),
         urllib.request.HTTPErrorProcessor(),
         _SafeRedirects(allowed_origin, strip_auth_across_origins),
@@ -93,3 +100,76 @@ def read_capped(response: Any, max_bytes: int = DEFAULT_MAX_BYTES) -> bytes:
     if len(body) > max_bytes:
         raise ResponseTooLargeError(f"answer from {response.geturl()} is over the {max_bytes}-byte cap")
     return body
+
+
+#: The sockets the current thread's request opened (set by :func:`open_and_read` around one request).
+_WATCHED = threading.local()
+
+
+def _watched(connection_class: type) -> Any:
+    """A factory for ``connection_class`` whose connections report their socket to the current request's
+    watchdog (:func:`open_and_read`) once connected."""
+
+    def factory(host: str, **kwargs: Any) -> http.client.HTTPConnection:
+        connection = connection_class(host, **kwargs)
+        connect = connection.connect
+
+        def connect_and_report() -> None:
+            connect()
+            sockets = getattr(_WATCHED, "sockets", None)
+            if sockets is not None:
+                sockets.append(connection.sock)
+
+        connection.connect = connect_and_report
+        return connection
+
+    return factory
+
+
+class _WatchedHTTPHandler(urllib.request.HTTPHandler):
+    def http_open(self, req: Any) -> Any:
+        return self.do_open(_watched(http.client.HTTPConnection), req)
+
+
+class _WatchedHTTPSHandler(urllib.request.HTTPSHandler):
+    def https_open(self, req: Any) -> Any:
+        kwargs: dict[str, Any] = {"context": self._context}
+        if sys.version_info < (3, 12):  # check_hostname left http.client in 3.12
+            kwargs["check_hostname"] = self._check_hostname
+        return self.do_open(_watched(http.client.HTTPSConnection), req, **kwargs)
+
+
+def open_and_read(
+    opener: urllib.request.OpenerDirector, request: Any, timeout: float, max_bytes: int = DEFAULT_MAX_BYTES
+) -> tuple[bytes, str]:
+    """(body, final URL) of ``request`` through ``opener`` (a :func:`safe_opener`), the whole request within
+    ``timeout`` seconds: a watchdog shuts the request's sockets down at the deadline and the request fails
+    with :class:`TimeoutError`, however the server trickles its headers or body."""
+    sockets: list[socket.socket] = []
+    expired = threading.Event()
+
+    def expire() -> None:
+        expired.set()
+        for sock in list(sockets):
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    watchdog = threading.Timer(timeout, expire)
+    watchdog.daemon = True
+    _WATCHED.sockets = sockets
+    watchdog.start()
+    try:
+        with opener.open(request, timeout=timeout) as response:
+            body, url = read_capped(response, max_bytes), response.geturl()
+    except (OSError, http.client.HTTPException) as e:
+        if expired.is_set() and not isinstance(e, urllib.error.HTTPError):
+            raise TimeoutError(f"no complete answer from {request.full_url} within {timeout:g} s") from None
+        raise
+    finally:
+        watchdog.cancel()
+        _WATCHED.sockets = None
+    if expired.is_set():  # the shutdown may end a read early, as if the body were complete
+        raise TimeoutError(f"no complete answer from {request.full_url} within {timeout:g} s")
+    return body, url

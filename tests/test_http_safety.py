@@ -143,3 +143,75 @@ def test_check_url_compares_scheme_host_and_port():
     for bad in ("https://a/x", "http://b/x", "http://a:81/x"):
         with pytest.raises(UnsafeURLError):
             check_url(bad, "http://a")
+
+
+class Dripper:
+    """A raw loopback peer that answers every connection one byte every ``every`` seconds: the status line
+    and headers (``headers=True``) or, after prompt headers, a chunked body that never ends."""
+
+    def __init__(self, headers: bool, every: float = 0.1) -> None:
+        import socket
+
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+        self.headers, self.every, self.stop = headers, every, threading.Event()
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while not self.stop.is_set():
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._drip, args=(conn,), daemon=True).start()
+
+    def _drip(self, conn) -> None:
+        import time
+
+        head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+        try:
+            conn.recv(65536)
+            if not self.headers:
+                conn.sendall(head)
+                head = b""
+            for byte in (head + b"1\r\n \r\n" * 100_000):
+                if self.stop.is_set():
+                    break
+                conn.sendall(bytes([byte]))
+                time.sleep(self.every)
+        except OSError:
+            pass
+        finally:
+            conn.close()
+
+    def close(self) -> None:
+        self.stop.set()
+        self.listener.close()
+
+
+@pytest.mark.parametrize("headers", [True, False], ids=["dripped-headers", "dripped-chunked-body"])
+def test_a_dripping_server_cannot_hold_a_client_past_its_timeout(headers):
+    """Each byte arrives well within the socket timeout, so only a whole-request deadline ends the request
+    (before: 25 s held with ``timeout=2``). Env client and chat client alike, retries included."""
+    import time
+
+    peer = Dripper(headers)
+    try:
+        start = time.monotonic()
+        with pytest.raises(ConnectionError, match="within 1 s"):
+            request(peer.url + "/x", timeout=1.0, retries=1, backoff=0.0)
+        assert time.monotonic() - start < 4  # two attempts of 1 s, and the shutdown's slack
+        start = time.monotonic()
+        with pytest.raises(APIError, match="within 1 s"):
+            ChatClient(peer.url + "/v1", "m", timeout=1.0, max_retries=0).chat([{"role": "user", "content": "hi"}])
+        assert time.monotonic() - start < 3
+    finally:
+        peer.close()
+
+
+def test_a_quick_answer_is_untouched_by_the_deadline():
+    api = Server({"/ok": (200, {}, b'{"fine": true}')})
+    try:
+        assert request(api.url + "/ok", timeout=5.0)[0] == b'{"fine": true}'
+    finally:
+        api.close()

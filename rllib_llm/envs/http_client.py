@@ -23,7 +23,7 @@ from rllib_llm.http_safety import (
     ResponseTooLargeError,
     UnsafeURLError,
     check_url,
-    read_capped,
+    open_and_read,
     safe_opener,
 )
 from rllib_llm.retry import RETRY_STATUSES, backoff_delay, retry_after
@@ -53,7 +53,8 @@ def request(
     allowed_origin: str | None = None,
     max_bytes: int = DEFAULT_MAX_BYTES,
 ) -> tuple[bytes, str]:
-    """GET ``url`` (or POST ``json_body``/``form``); returns (body, final url after redirects).
+    """GET ``url`` (or POST ``json_body``/``form``); returns (body, final url after redirects). Each attempt
+    has ``timeout`` seconds in all (connect, send, headers and body: :func:`~rllib_llm.http_safety.open_and_read`).
 
     ``allowed_origin`` (default: ``url``'s own): the only scheme/host/port the request and its redirects may
     reach. Retry ``k`` (from 0) waits the server's ``Retry-After`` if it sent one, else ``backoff * 2**k`` capped
@@ -76,8 +77,7 @@ def request(
         delay = None
         req = urllib.request.Request(url, data=data, headers=headers, method="POST" if data is not None else "GET")
         try:
-            with opener.open(req, timeout=timeout) as resp:
-                return read_capped(resp, max_bytes), resp.geturl()
+            return open_and_read(opener, req, timeout, max_bytes)
         except (UnsafeURLError, ResponseTooLargeError) as e:
             raise ServerRequestError(f"{what} at {url}: {e}") from None
         except urllib.error.HTTPError as e:

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from rllib_llm.http_safety import DEFAULT_MAX_BYTES, ResponseTooLargeError, UnsafeURLError, read_capped, safe_opener
+from rllib_llm.http_safety import DEFAULT_MAX_BYTES, ResponseTooLargeError, UnsafeURLError, open_and_read, safe_opener
 from rllib_llm.retry import RETRY_STATUSES, backoff_delay, retry_after
 
 logger = logging.getLogger(__name__)
@@ -140,8 +140,8 @@ class ChatClient:
     def _post(self, body: dict[str, Any]) -> dict[str, Any]:
         """One POST; redirects are followed to http(s) only, and the API key never travels to another host."""
         request = urllib.request.Request(self.url, data=json.dumps(body).encode(), headers=self._headers, method="POST")
-        with self._opener.open(request, timeout=self.timeout) as response:
-            return json.loads(read_capped(response, self.max_response_bytes).decode())
+        body, _ = open_and_read(self._opener, request, self.timeout, self.max_response_bytes)
+        return json.loads(body.decode())
 
     def chat(
         self,

@@ -251,3 +251,28 @@ def test_retrieve_requests_are_bounded_before_any_retrieval():
     assert status(json.dumps({"queries": ["x" * (MAX_QUERY_CHARS + 1)]}).encode()) == 422
     assert status(json.dumps({"queries": "not a list"}).encode()) == 422
     assert status(b"not json") == 422
+
+
+def test_a_chunked_body_is_refused_as_soon_as_it_passes_the_cap():
+    """A chunked upload has no Content-Length: the server read it whole before its 413 (1 GB: +1.0 GB kept,
+    21 s). Now the stream stops being read one chunk past the cap."""
+    import asyncio
+
+    from rllib_llm.envs.search.requests import MAX_BODY_BYTES, RejectedRequest, read_body_capped
+
+    consumed = []
+
+    async def endless():
+        while True:
+            consumed.append(1)
+            yield b"x" * 65536
+
+    with pytest.raises(RejectedRequest) as info:
+        asyncio.run(read_body_capped(endless()))
+    assert info.value.status == 413 and len(consumed) == MAX_BODY_BYTES // 65536 + 1
+
+    async def small():
+        yield b'{"queries": '
+        yield b'["a"]}'
+
+    assert asyncio.run(read_body_capped(small())) == b'{"queries": ["a"]}'

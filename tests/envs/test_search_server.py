@@ -10,6 +10,24 @@ from tests.envs.conftest import check_step
 from tests.envs.fake_http import free_port
 
 
+def chunked_upload_status(url: str, megabytes: int) -> int:
+    """POST /retrieve with a chunked body of ``megabytes`` MiB (no Content-Length); the answer's status."""
+    import http.client
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60)
+    body = (b"x" * (1 << 20) for _ in range(megabytes))
+    try:
+        connection.request("POST", "/retrieve", body=body, headers={"Content-Type": "application/json"},
+                           encode_chunked=True)  # fmt: skip
+        return connection.getresponse().status
+    except (BrokenPipeError, ConnectionResetError):  # the server answered 413 and closed mid-upload
+        return 413
+    finally:
+        connection.close()
+
+
 @pytest.mark.slow
 def test_ray_serve_retriever_end_to_end(ray_session: None) -> None:
     pytest.importorskip("ray.serve")
@@ -33,5 +51,6 @@ def test_ray_serve_retriever_end_to_end(ray_session: None) -> None:
             post_json(f"{url}/retrieve", {"queries": ["q"] * 300_000}, retries=0)
         with pytest.raises(ServerRequestError, match="422"):
             post_json(f"{url}/retrieve", {"queries": ["q"] * 10_000}, retries=0)
+        assert chunked_upload_status(url, megabytes=8) == 413  # no Content-Length: refused from the stream
     finally:
         shutdown_retriever()

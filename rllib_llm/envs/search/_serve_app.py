@@ -12,7 +12,7 @@ from ray import serve
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
-from rllib_llm.envs.search.requests import RejectedRequest, check_body_size, parse_retrieve_request
+from rllib_llm.envs.search.requests import RejectedRequest, check_body_size, parse_retrieve_request, read_body_capped
 from rllib_llm.envs.search.retrievers import Retriever
 
 api = FastAPI(title="rllib-llm retriever")
@@ -37,7 +37,7 @@ class RetrieverServer:
     async def retrieve(self, request: Request) -> Any:
         try:
             check_body_size(request.headers.get("content-length"))  # before reading the body
-            queries, topk = parse_retrieve_request(await request.body())
+            queries, topk = parse_retrieve_request(await read_body_capped(request.stream()))
         except RejectedRequest as e:
             return JSONResponse({"error": str(e)}, status_code=e.status)
         rows = self.retriever.retrieve(queries, topk)
