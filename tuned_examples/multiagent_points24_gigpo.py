@@ -58,3 +58,7 @@ config = (
 )
 
 stop = {"training_iteration": 10}
+
+if __name__ == "__main__":
+    from rllib_llm.run.cli import run_example
+    run_example(config, stop)

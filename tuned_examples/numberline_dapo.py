@@ -22,3 +22,7 @@ config = DAPOConfig().rollouts_like(task).training(
 )
 
 stop = {"training_iteration": 12}
+
+if __name__ == "__main__":
+    from rllib_llm.run.cli import run_example
+    run_example(config, stop)

@@ -18,3 +18,7 @@ task, _ = load_tuned_example(Path(__file__).with_name("numberline_gigpo.py"))
 config = RLOOConfig().rollouts_like(task).training(lr=task.lr, clip_param=0.2, minibatch_size=32, num_epochs=1)
 
 stop = {"training_iteration": 12}
+
+if __name__ == "__main__":
+    from rllib_llm.run.cli import run_example
+    run_example(config, stop)

@@ -429,10 +429,17 @@ def lock_run_folder(output: Path) -> Any:
     return handle
 
 
+def _holds_data(path: Path) -> bool:
+    """Whether a run file exists with something in it (a run killed before its first row leaves an empty
+    progress file, which blocked the rerun)."""
+    return path.is_dir() or (path.is_file() and path.stat().st_size > 0)
+
+
 def _written_by_a_run(output: Path) -> bool:
-    """Whether ``output`` is an rllib-llm run folder: its marker, or (folders of runs from before the marker)
-    a progress file whose first row is one of ours."""
-    if (output / RUN_MARKER).is_file():
+    """Whether ``output`` is an rllib-llm run folder: its marker or lock file (a run killed between taking the
+    lock and writing the marker), or (folders of runs from before the marker) a progress file whose first row
+    is one of ours."""
+    if (output / RUN_MARKER).is_file() or (output / RUN_LOCK).is_file():
         return True
     try:
         with open(output / PROGRESS_FILE, encoding="utf-8") as f:
@@ -450,12 +457,18 @@ def prepare_run_folder(output: Path, *, resume: bool, overwrite: bool) -> Any:
         raise UserError("--resume continues the run in the output folder and --overwrite replaces it: pass one.")
     if output.exists() and not output.is_dir():
         raise UserError(f"--output {output} is a file, not a folder: pick a folder for the run.")
+    if resume and not output.exists():
+        raise UserError(f"--resume: {output} does not exist (a mistyped --output?): check the folder, or drop "
+                        "--resume to start a run there.")
     try:
         lock = lock_run_folder(output)
     except PermissionError as e:
         raise UserError(f"Cannot write the run folder {output}: {e.strerror}.") from None
     try:
-        existing = [name for name in RUN_FILES if (output / name).exists()]
+        existing = [name for name in RUN_FILES if _holds_data(output / name)]
+        if resume and not existing and not _written_by_a_run(output):
+            raise UserError(f"--resume: {output} holds no run to continue (a mistyped --output?): check the folder, "
+                            "or drop --resume to start a run there.")
         if existing and not resume:
             if not overwrite:
                 raise UserError(
@@ -619,10 +632,11 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
     except Exception as e:  # Ray wraps the cause deeply: say what failed in one line.
         raise UserError(f"Could not restore checkpoint {args.checkpoint!r}: {type(e).__name__}: {one_line(str(e))}") from e
     offset = args.seed_offset if args.seed_offset is not None else algo.config.evaluation_seed_offset
+    num_seeds = args.num_seeds or algo.config.evaluation_num_seeds
     start = time.perf_counter()
-    print(f"Evaluating {path} on {args.num_seeds} held-out seeds from {offset} (greedy, one episode each)...",
+    print(f"Evaluating {path} on {num_seeds} held-out seeds from {offset} (greedy, one episode each)...",
           flush=True)
-    stats = algo.evaluate_seeds(list(range(offset, offset + args.num_seeds)))
+    stats = algo.evaluate_seeds(list(range(offset, offset + num_seeds)))
     print(format_eval("Policy", stats) + f" ({time.perf_counter() - start:.0f} s)")
     algo.stop()
     return stats
@@ -743,7 +757,7 @@ def add_train_options(p: argparse.ArgumentParser) -> None:
                    help="also stop once training took this long (stop['time_total_s']); the final checkpoint "
                         "and evaluation still run")
     p.add_argument("--output", default=None, help="run directory (default runs/<example>)")
-    p.add_argument("--seed", type=int, default=None,
+    p.add_argument("--seed", type=_at_least(0), default=None,
                    help="the run's seed (overrides the example's .debugging(seed=...)): start states, sampling, "
                         "weight init of new parameters; held-out evaluation seeds stay the same")
     p.add_argument("--eval-seeds", type=_at_least(1), default=None, help="held-out seeds evaluated before and after")
@@ -799,7 +813,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=train)
     p = sub.add_parser("evaluate", help="success rate of a checkpoint over held-out seeds")
     p.add_argument("checkpoint", help="a run's checkpoint folder (DIR/checkpoint)")
-    p.add_argument("--num-seeds", type=_at_least(1), default=32, help="held-out seeds, one greedy episode each")
+    p.add_argument("--num-seeds", type=_at_least(1), default=None,
+                   help="held-out seeds, one greedy episode each (default: the config's evaluation_num_seeds, as "
+                        "training evaluates)")
     p.add_argument("--seed-offset", type=int, default=None,
                    help="first seed (default: the config's evaluation_seed_offset, the seeds training never sees)")
     p.add_argument("--example", default=None,

@@ -83,3 +83,31 @@ def test_a_folder_that_becomes_unwritable_mid_run_ends_the_run_in_one_line(tmp_p
     err = capsys.readouterr().err.strip()
     assert code == 2 and len(err.splitlines()) == 1
     assert err.startswith(f"rllib-llm: error: Cannot write the run in {tmp_path / 'run'}: [Errno 13] Permission denied")
+
+
+def test_resume_of_a_folder_no_run_wrote_is_refused_and_an_empty_progress_file_blocks_nothing(tmp_path):
+    """``--resume`` on a mistyped folder silently started from scratch; a run killed before its first row left
+    an empty progress.jsonl that refused the plain rerun until --overwrite."""
+    with pytest.raises(UserError, match="does not exist"):
+        prepare_run_folder(tmp_path / "typo", resume=True, overwrite=False)
+    assert not (tmp_path / "typo").exists()
+    (tmp_path / "other").mkdir()
+    with pytest.raises(UserError, match="holds no run to continue"):
+        prepare_run_folder(tmp_path / "other", resume=True, overwrite=False)
+    killed = tmp_path / "killed"
+    prepare_run_folder(killed, resume=False, overwrite=False).close()  # started: marker written
+    (killed / "progress.jsonl").write_text("")
+    prepare_run_folder(killed, resume=True, overwrite=False).close()  # continues (from scratch)
+    prepare_run_folder(killed, resume=False, overwrite=False).close()  # or starts anew: nothing to lose
+
+
+def test_the_seed_must_not_be_negative():
+    import argparse
+
+    from rllib_llm.run.cli import add_train_options
+
+    parser = argparse.ArgumentParser()
+    add_train_options(parser)
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--seed", "-1"])
+    assert parser.parse_args(["--seed", "0"]).seed == 0

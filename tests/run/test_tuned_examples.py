@@ -15,14 +15,17 @@ from rllib_llm.run.cli import load_tuned_example
 from rllib_llm.run.sweeps import format_summary, grid_param_space, grid_points, parse_grid, summarize
 from tests.conftest import tiny_config
 
-EXAMPLES = ["tuned_examples/numberline_gigpo.py", "tests/fixtures/tiny_numberline.py"]
+EXAMPLES = [*sorted(str(p) for p in Path("tuned_examples").glob("*.py")), "tests/fixtures/tiny_numberline.py"]
 
 
 @pytest.mark.parametrize("path", EXAMPLES)
 def test_main_block_calls_the_library_runner(path):
+    """Every tuned example is a script: ``python tuned_examples/X.py`` (what ``ray job submit -- python ...``
+    runs) trains it (10 of them used to exit 0 having done nothing)."""
     tree = ast.parse(Path(path).read_text())
     [main] = [node for node in tree.body if isinstance(node, ast.If) and "__main__" in ast.unparse(node.test)]
-    assert "run_example(config, stop)" in ast.unparse(main)
+    runner = "sweep_main(config, param_grid, stop)" if path.endswith("_tune.py") else "run_example(config, stop)"
+    assert runner in ast.unparse(main)
 
 
 def test_python_tuned_example_parses_the_train_options(monkeypatch, capsys):
