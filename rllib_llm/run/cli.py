@@ -460,13 +460,14 @@ def prepare_run_folder(output: Path, *, resume: bool, overwrite: bool) -> Any:
     if resume and not output.exists():
         raise UserError(f"--resume: {output} does not exist (a mistyped --output?): check the folder, or drop "
                         "--resume to start a run there.")
+    ours = output.is_dir() and _written_by_a_run(output)  # looked at before this run's lock file exists
     try:
         lock = lock_run_folder(output)
     except PermissionError as e:
         raise UserError(f"Cannot write the run folder {output}: {e.strerror}.") from None
     try:
         existing = [name for name in RUN_FILES if _holds_data(output / name)]
-        if resume and not existing and not _written_by_a_run(output):
+        if resume and not existing and not ours:
             raise UserError(f"--resume: {output} holds no run to continue (a mistyped --output?): check the folder, "
                             "or drop --resume to start a run there.")
         if existing and not resume:
@@ -475,7 +476,7 @@ def prepare_run_folder(output: Path, *, resume: bool, overwrite: bool) -> Any:
                     f"Run folder {output} already holds a run ({', '.join(existing)}): pass --resume to continue "
                     "it, --overwrite to replace it, or --output for another folder."
                 )
-            if not _written_by_a_run(output):
+            if not ours:
                 raise UserError(f"--overwrite: {output} holds {', '.join(existing)} but no rllib-llm run wrote it "
                                 f"(no {RUN_MARKER} marker): nothing deleted; pick another --output.")
             for name in existing:
