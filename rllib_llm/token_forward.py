@@ -54,15 +54,22 @@ def token_logprobs(logits: torch.Tensor, tokens: torch.Tensor, temperature: floa
 LOGITS_CHUNK_ELEMENTS = 1 << 26
 
 
+def logits_logprobs(
+    logits: torch.Tensor, tokens: torch.Tensor, temperature: float, with_entropy: bool
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Log-probs of ``tokens`` under softmax(logits / T) (and the entropies, or an empty tensor): the same
+    float32 log-softmax as the sampler's (:func:`token_logprobs`)."""
+    logp_all = torch.log_softmax(logits.float() / temperature, dim=-1)
+    logp = logp_all.gather(-1, tokens[..., None]).squeeze(-1)
+    entropy = -(logp_all.exp() * logp_all).sum(-1) if with_entropy else logp.new_empty(0)
+    return logp, entropy
+
+
 def _chunk_logprobs(
     head: torch.nn.Module, temperature: float, with_entropy: bool, hidden: torch.Tensor, tokens: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """[N, H] hidden states -> log-probs [N] of ``tokens`` (and entropies [N], or an empty tensor): the
-    same float32 log-softmax as the sampler's (:func:`token_logprobs`)."""
-    logp_all = torch.log_softmax(head(hidden).float() / temperature, dim=-1)
-    logp = logp_all.gather(-1, tokens[:, None]).squeeze(-1)
-    entropy = -(logp_all.exp() * logp_all).sum(-1) if with_entropy else logp.new_empty(0)
-    return logp, entropy
+    """[N, H] hidden states -> :func:`logits_logprobs` of their logits (one chunk)."""
+    return logits_logprobs(head(hidden), tokens, temperature, with_entropy)
 
 
 def logprobs_from_hidden(
@@ -239,11 +246,8 @@ def response_pass(
             logits_to_keep=response_len + 1,
             use_cache=False,
         )
-    logits = out.logits[:, :-1].float() / temperature
-    logp_all = torch.log_softmax(logits, dim=-1)
-    logp = logp_all.gather(-1, targets[..., None]).squeeze(-1)
-    entropy = -(logp_all.exp() * logp_all).sum(-1) if with_entropy else None
-    return ResponsePass(logp, entropy)
+    logp, entropy = logits_logprobs(out.logits[:, :-1], targets, temperature, with_entropy)
+    return ResponsePass(logp, entropy if with_entropy else None)
 
 
 def one_response_logprobs(
