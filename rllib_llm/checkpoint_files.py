@@ -26,6 +26,8 @@ import os
 import pickle
 import random
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +60,66 @@ def write_checkpoint(algo: Any, directory: str | Path, extra: dict[str, Any] | N
     write_json_atomic(directory / MARKER_FILE, marker)  # the checkpoint is complete from here on
     fsync_path(directory)
     return marker
+
+
+#: The msgpack functions and classes ``msgpack_numpy.patch()`` replaces.
+_MSGPACK_API = ("Packer", "Unpacker", "load", "loads", "dump", "dumps", "pack", "packb", "unpack", "unpackb")
+
+
+@contextmanager
+def msgpack_unpatched_after() -> Iterator[None]:
+    """Puts msgpack's own functions back after the block. RLlib's msgpack checkpoints call
+    ``msgpack_numpy.patch()``, which replaces them process-wide, and Ray serializes task arguments and results
+    with msgpack: after a save or restore, a numpy array a patched process sends (weights to a remote
+    EnvRunner, say) arrives in an unpatched one as msgpack_numpy's raw record, a dict, and the runner died
+    loading it (``can't convert np.ndarray of type numpy.bytes_``)."""
+    import msgpack
+
+    saved = {name: getattr(msgpack, name) for name in _MSGPACK_API if hasattr(msgpack, name)}
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            setattr(msgpack, name, value)
+
+
+class MsgpackCheckpointable:
+    """Mixin for the Checkpointables of this package (the Algorithm, its EnvRunners, its Learner): their
+    ``save_to_path`` / ``restore_from_path`` leave msgpack as they found it (:func:`msgpack_unpatched_after`)."""
+
+    def save_to_path(self, *args: Any, **kwargs: Any) -> Any:
+        with msgpack_unpatched_after():
+            return super().save_to_path(*args, **kwargs)
+
+    def restore_from_path(self, *args: Any, **kwargs: Any) -> None:
+        with msgpack_unpatched_after():
+            return super().restore_from_path(*args, **kwargs)
+
+
+#: RLlib's per-component metadata file and the checkpoint root's.
+COMPONENT_METADATA, ROOT_METADATA = "metadata.json", "rllib_checkpoint.json"
+
+
+def read_checkpoint_state(root: str | Path) -> dict[str, Any]:
+    """The state a checkpoint directory holds, as ``get_state()`` returned it when it was saved: RLlib's
+    layout (``save_to_path``: one directory per component, its metadata naming its state file, the
+    component's own state there and each sub-component's in a directory of its own) merged back into one
+    dict, for ``set_state``. Read without patching msgpack (``msgpack_numpy.unpackb``); call
+    :func:`check_safe_to_load` first: msgpack_numpy unpickles object arrays and a ``.pkl`` is a pickle."""
+    import msgpack_numpy
+
+    root = Path(root)
+    metadata = root / (ROOT_METADATA if (root / ROOT_METADATA).is_file() else COMPONENT_METADATA)
+    stem = json.loads(metadata.read_text()).get("state_file", "state")
+    if (root / f"{stem}.msgpack").is_file():
+        state = msgpack_numpy.unpackb((root / f"{stem}.msgpack").read_bytes(), strict_map_key=False)
+    else:
+        with open(root / f"{stem}.pkl", "rb") as f:
+            state = pickle.load(f)
+    for child in sorted(root.iterdir()):
+        if child.is_dir() and (child / COMPONENT_METADATA).is_file():
+            state[child.name] = read_checkpoint_state(child)
+    return state
 
 
 def fsync_path(path: Path) -> None:

@@ -43,6 +43,7 @@ from ray.rllib.utils.framework import get_device
 from ray.rllib.utils.metrics import WEIGHTS_SEQ_NO
 from ray.util.debug import log_once
 
+from rllib_llm.checkpoint_files import MsgpackCheckpointable
 from rllib_llm.columns import (
     ACTION_FORMAT_KEY,
     ACTION_LOGP,
@@ -201,7 +202,7 @@ def native_rng_state(state: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-class GroupEnvRunner(EnvRunner, Checkpointable):
+class GroupEnvRunner(MsgpackCheckpointable, EnvRunner, Checkpointable):
     """Base of the LLM EnvRunners (see module docstring). ``self.envs`` are the env slots (a gym env, or a
     PettingZoo adapter), grown on demand; ``self.env`` is the first slot's env (spaces, agent ids)."""
 

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import time
 from collections import Counter
+from pathlib import Path
 from typing import Any, ClassVar
 
 import ray
@@ -28,7 +30,7 @@ from ray.rllib.utils.metrics import (
 from rllib_llm.algorithms.async_rollouts import GroupQueue
 from rllib_llm.algorithms.dynamic_sampling import is_informative
 from rllib_llm.algorithms.sharding import NotEnoughGroupsError, learner_update_data
-from rllib_llm.checkpoint_files import write_checkpoint
+from rllib_llm.checkpoint_files import MsgpackCheckpointable, read_checkpoint_state, write_checkpoint
 from rllib_llm.group_env_runner import component_requested
 from rllib_llm.metrics import flat_stats, rollout_stats
 
@@ -56,7 +58,7 @@ def _sample_with_metrics(runner: Any, updates: int = 1) -> tuple[list, dict]:
     return runner.sample(num_episodes=updates * config.num_groups * config.group_size), runner.get_metrics()
 
 
-class LLMAlgorithm(Algorithm):
+class LLMAlgorithm(MsgpackCheckpointable, Algorithm):
     """One ``training_step``: every EnvRunner plays one group rollout, the LearnerGroup updates on the
     episodes (advantages come from the learner connector), and the new weights go to the EnvRunners."""
 
@@ -326,6 +328,17 @@ class LLMAlgorithm(Algorithm):
         if ids:
             group.foreach_env_runner(lambda runner: runner.set_state(saved[runner.worker_index]),
                                      remote_worker_ids=ids, local_env_runner=False)
+
+    def restore_from_path(self, path: Any, *args: Any, **kwargs: Any) -> None:
+        """A whole local checkpoint through ``set_state`` (:func:`~rllib_llm.checkpoint_files.read_checkpoint_state`),
+        which restores every component and syncs the weights and states to the EnvRunners as RLlib's restore
+        does; but RLlib's reads msgpack through ``msgpack_numpy.patch()``, process-wide, and syncs while
+        patched: the remote EnvRunners (unpatched) then got msgpack_numpy's raw records instead of arrays and
+        died. Other cases (a component, another file system) are RLlib's."""
+        local = isinstance(path, (str, os.PathLike)) and "://" not in str(path) and Path(path).is_dir()
+        if args or kwargs.get("component") is not None or kwargs.get("filesystem") is not None or not local:
+            return super().restore_from_path(path, *args, **kwargs)
+        self.set_state(read_checkpoint_state(path))
 
     def save_checkpoint(self, checkpoint_dir: str) -> None:
         """Tune's checkpoint hook (``Trainable.save``): the directory ``rllib-llm train`` writes, RLlib's state

@@ -26,6 +26,7 @@ from rllib_llm.algorithms.losses import (
     masked_mean,
     value_loss,
 )
+from rllib_llm.checkpoint_files import MsgpackCheckpointable
 from rllib_llm.columns import (
     ACTION_LOGP,
     ADVANTAGES,
@@ -122,7 +123,7 @@ def _is_row_column(value: Any, rows: int) -> bool:
     return torch.is_tensor(value) and value.dim() > 0 and value.shape[0] == rows
 
 
-class LLMLearner(TorchLearner):
+class LLMLearner(MsgpackCheckpointable, TorchLearner):
     """TorchLearner for every rllib-llm algorithm: ``policy_loss`` (PPO token-ratio or GSPO sequence-ratio
     clipped surrogate) over response tokens; with a critic (GAE) the clipped value loss on the value at each
     step's last prompt token. With ``micro_batch_size`` a minibatch larger than it is forwarded and

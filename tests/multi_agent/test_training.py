@@ -127,7 +127,8 @@ def test_cli_trains_and_evaluates_a_multi_agent_example(tmp_path, capsys):
     assert 0.0 <= row["player_1:valid"] <= 1.0 and row["player_2:success"] in (None, 0.0, 0.5, 1.0)
     summary = json.loads((out / "summary.json").read_text())
     assert "agent_player_1/valid_action_rate" in summary["after"]
-    assert main(["evaluate", summary["checkpoint"], "--num-seeds", "2"]) == 0
+    assert main(["evaluate", summary["checkpoint"], "--num-seeds", "2", "--example",
+                 "tests/multi_agent/fixtures/tiny_tictactoe.py"]) == 0  # fmt: skip
     assert "over 2 held-out seeds" in capsys.readouterr().out
     assert main(["show-trajectory", str(out), "--no-prompts"]) == 0
     assert f"agent {records[0]['agent_id']} (module {records[0]['module_id']})" in capsys.readouterr().out

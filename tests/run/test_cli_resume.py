@@ -6,7 +6,6 @@ FINISHED. The same loop with >= 50 kills of a stand-in algorithm is ``test_kill_
 from __future__ import annotations
 
 import os
-import pickle
 import random
 import signal
 import subprocess
@@ -18,6 +17,7 @@ import numpy as np
 import pytest
 import torch
 
+from rllib_llm.checkpoint_files import read_checkpoint_state
 from rllib_llm.run.checkpoints import CHECKPOINT_NAME, TMP_SUFFIX
 from tests.run.test_kill_loop import final_state, mlflow_runs_of, progress, summary
 
@@ -108,7 +108,7 @@ def test_tiny_model_killed_at_random_and_inside_a_save_resumes_to_the_never_kill
     assert progress(run_dir) == progress(reference)  # no gap, no repeat, the same values
     def trained(run: Path) -> dict:  # the weights and optimizer state (the Learner's timers differ run to run)
         learner = run / CHECKPOINT_NAME / "learner_group" / "learner"
-        weights = pickle.loads((learner / "rl_module" / "default_policy" / "module_state.pkl").read_bytes())
+        weights = read_checkpoint_state(learner / "rl_module" / "default_policy")
         return {"weights": weights, "optimizer": final_state(run)["optimizer"]}
 
     assert trained(reference)["weights"] and trained(reference)["optimizer"]

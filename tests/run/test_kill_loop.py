@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import pickle
 import random
 import signal
 import time
@@ -142,7 +141,10 @@ def progress(run_dir: Path) -> list[dict]:
 
 
 def final_state(run_dir: Path) -> dict:
-    return pickle.loads((run_dir / CHECKPOINT_NAME / "learner_group" / "learner" / "state.pkl").read_bytes())
+    import msgpack_numpy
+
+    return msgpack_numpy.unpackb((run_dir / CHECKPOINT_NAME / "learner_group" / "learner" / "state.msgpack").read_bytes(),
+                                 strict_map_key=False)  # fmt: skip
 
 
 def summary(run_dir: Path) -> dict:

@@ -43,9 +43,10 @@ def wait_for_rows(process: subprocess.Popen, run_dir: Path, count: int, timeout:
 
 
 def mlflow_statuses(uri: Path) -> list[str]:
+    """The statuses of the MLflow runs in the store a run's ``--tracking-uri DIR`` makes (``DIR/mlflow.db``)."""
     from mlflow.tracking import MlflowClient
 
-    client = MlflowClient(tracking_uri=str(uri))
+    client = MlflowClient(tracking_uri=f"sqlite:///{uri / 'mlflow.db'}")
     runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
     return [r.info.status for r in runs]
 
