@@ -19,7 +19,8 @@ download() {
     --platform manylinux2014_x86_64 --platform manylinux1_x86_64 -d "$1" "$2"
 }
 small=(gymnasium farama-notifications dm-tree lz4 ormsgpack jsonschema jsonschema-specifications referencing
-       rpds-py pydantic pydantic-core annotated-types typing-inspection typing-extensions gguf pettingzoo)
+       rpds-py pydantic pydantic-core annotated-types typing-inspection typing-extensions gguf pettingzoo
+       msgpack-numpy)
 for name in "${small[@]}"; do
   ls .whl | grep -qi "^$(echo "$name" | tr - _)-" || download .whl "$name==$(version "$name")"
 done

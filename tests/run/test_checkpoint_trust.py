@@ -122,12 +122,15 @@ def test_the_scan_unpickles_nothing_after_msgpack_numpy_patched_msgpack(tmp_path
     """RLlib's msgpack checkpoints patch msgpack process-wide (msgpack_numpy.patch): a scan through
     ``msgpack.unpack`` would itself unpickle the record it looks for."""
     import msgpack_numpy
-
-    msgpack_numpy.patch()
-    flag = tmp_path / "flag"
-    record = {b"nd": True, b"kind": b"O", b"type": "|O", b"shape": [1], b"data": pickle.dumps(Payload(flag))}
     from msgpack.fallback import Packer
 
+    from rllib_llm.checkpoint_files import msgpack_unpatched_after
+
+    flag = tmp_path / "flag"
+    record = {b"nd": True, b"kind": b"O", b"type": "|O", b"shape": [1], b"data": pickle.dumps(Payload(flag))}
     (tmp_path / "state.msgpack").write_bytes(Packer().pack({"x": record}))
-    assert unsafe_files(tmp_path) == ["state.msgpack"]
+    with msgpack_unpatched_after():  # the patch must not outlive the test: Ray's messages go through msgpack
+        msgpack_numpy.patch()
+        assert unsafe_files(tmp_path) == ["state.msgpack"]
     assert not flag.exists()
+    assert msgpack.unpackb is not msgpack_numpy.unpackb
