@@ -2,7 +2,7 @@
 
     rllib-llm train tuned_examples/numberline_gigpo.py [--iterations N] [--output DIR] [--tracking-uri URI]
     python tuned_examples/numberline_gigpo.py [same options]      (the example's __main__ calls run_example)
-    rllib-llm evaluate DIR/checkpoint [--num-seeds N]
+    rllib-llm evaluate DIR/checkpoint --example EXAMPLE.py [--num-seeds N]
     rllib-llm plot DIR [DIR ...]                                  (PNG learning curves from progress.jsonl)
     rllib-llm show-trajectory DIR [--iteration N]                 (sampled trajectories as text)
     rllib-llm prompt-agent --env NumberLine --base-url URL --model NAME [--episodes N]
@@ -460,7 +460,9 @@ def prepare_run_folder(output: Path, *, resume: bool, overwrite: bool) -> Any:
     if resume and not output.exists():
         raise UserError(f"--resume: {output} does not exist (a mistyped --output?): check the folder, or drop "
                         "--resume to start a run there.")
-    ours = output.is_dir() and _written_by_a_run(output)  # looked at before this run's lock file exists
+    # Looked at before this run's lock file exists; an empty folder (a run killed right after making it) has
+    # nothing to lose either.
+    ours = output.is_dir() and (_written_by_a_run(output) or not any(output.iterdir()))
     try:
         lock = lock_run_folder(output)
     except PermissionError as e:

@@ -88,7 +88,7 @@ def test_tiny_model_killed_at_random_and_inside_a_save_resumes_to_the_never_kill
     rng = random.Random(0)
     kills = in_save = 0
     for when in ("inside_a_save", "during_an_iteration", "during_an_iteration"):
-        proc = start(train(run_dir, uri, resume=kills > 0))
+        proc = start(train(run_dir, uri, resume=run_dir.exists()))
         saving, rows = run_dir / (CHECKPOINT_NAME + TMP_SUFFIX), rows_of(run_dir)
         deadline = time.monotonic() + 480
         while time.monotonic() < deadline and proc.poll() is None:

@@ -132,7 +132,7 @@ def train_with_kills(run_dir: Path, uri: str, rng: random.Random, window_s: floa
         else:  # it finished just before the kill
             assert os.waitstatus_to_exitcode(status) == 0, f"the run in {run_dir} failed"
             return kills, in_save
-        resume = True
+        resume = run_dir.exists()  # as a scheduler's retry does: a run killed before making its folder starts over
 
 
 def progress(run_dir: Path) -> list[dict]:

@@ -92,8 +92,11 @@ def test_resume_of_a_folder_no_run_wrote_is_refused_and_an_empty_progress_file_b
         prepare_run_folder(tmp_path / "typo", resume=True, overwrite=False)
     assert not (tmp_path / "typo").exists()
     (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "notes.txt").write_text("someone else's")
     with pytest.raises(UserError, match="holds no run to continue"):
         prepare_run_folder(tmp_path / "other", resume=True, overwrite=False)
+    (tmp_path / "empty").mkdir()  # a run killed right after making its folder: nothing to lose
+    prepare_run_folder(tmp_path / "empty", resume=True, overwrite=False).close()
     killed = tmp_path / "killed"
     prepare_run_folder(killed, resume=False, overwrite=False).close()  # started: marker written
     (killed / "progress.jsonl").write_text("")
