@@ -298,6 +298,8 @@ def check_model_location(name: str) -> None:
     starts; the loaders again for direct callers."""
     if name.startswith((".", "/", "~")) and not Path(name).expanduser().exists():
         raise FileNotFoundError(f"Model path {name!r} does not exist.")
+    if name.lower().endswith(".gguf") and not Path(name).expanduser().is_file():
+        raise FileNotFoundError(f"GGUF file {name!r} does not exist (a .gguf name is read as a local file).")
     unloadable = hub_model_error(name)
     if unloadable is not None:
         raise FileNotFoundError(unloadable)

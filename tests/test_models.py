@@ -143,3 +143,8 @@ def test_a_local_gguf_path_loads_its_converted_copy_from_the_cache(tmp_path, mon
         assert models.load_tokenizer(spec).padding_side == "left"
     gguf.write_bytes(b"GGUF" + bytes(range(256)) * 11)
     assert models.gguf_cache_folder(gguf) != folder
+
+
+def test_a_missing_gguf_file_is_named_as_a_file_not_looked_up_on_the_hub():
+    with pytest.raises(FileNotFoundError, match="GGUF file 'models/qwen15.gguf' does not exist"):
+        models.load_tokenizer({"name_or_path": "models/qwen15.gguf"})
