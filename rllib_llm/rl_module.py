@@ -238,7 +238,7 @@ class LLMRLModule(TorchRLModule, InferenceOnlyAPI):
                 vision=self.vision_inputs(batch),
             )
 
-        if chunked_head(self.model) is not None and not self.is_vision:
+        if self.trained_network() is not self.model:  # the chunked path: it returns the hidden states
             return run()
         with capture_lm_head_input(self.model) as captured:
             out = run()
