@@ -241,44 +241,57 @@ def plain_msgpack_load(path: Path, object_hook: Any = None) -> Any:
         return content
 
 
+#: Suffixes of msgpack state files (RLlib reads both).
+MSGPACK_SUFFIXES = (".msgpack", ".msgpck")
+
+
+def loads_pickle(path: Path) -> bool:
+    """Whether loading this checkpoint file would unpickle: pickled state (any ``.pkl`` but RLlib's
+    constructor files, which a restore does not read), or msgpack holding object-array records. A msgpack
+    file is parsed once by plain msgpack (:func:`plain_msgpack_load`: nothing is unpickled) to look; corrupt
+    data raises what msgpack raises."""
+    if path.suffix == ".pkl":
+        return path.name != CONSTRUCTOR_FILE
+    if path.suffix not in MSGPACK_SUFFIXES:
+        return False
+    found: list[bool] = []
+
+    def look(obj: dict) -> dict:
+        if _object_array_record(obj):
+            found.append(True)
+        return obj
+
+    plain_msgpack_load(path, object_hook=look)
+    return bool(found)
+
+
 def unsafe_files(root: Path) -> list[str]:
-    """The files of checkpoint ``root`` whose loading could run code: pickled state (any ``.pkl`` but RLlib's
-    constructor files, which a restore does not read) and msgpack files with object-array records. Each
-    msgpack file is parsed by plain msgpack (:func:`plain_msgpack_load`: nothing is unpickled) to look."""
+    """The files of checkpoint ``root`` whose loading could run code (:func:`loads_pickle`); a corrupt file
+    counts as safe here (the integrity checks name it, and a loader stops where this scan stopped)."""
     unsafe = []
     for path in sorted(root.rglob("*")):
-        if not path.is_file():
-            continue
-        rel = path.relative_to(root).as_posix()
-        if path.suffix == ".pkl" and path.name != CONSTRUCTOR_FILE:
-            unsafe.append(rel)
-        elif path.suffix in (".msgpack", ".msgpck"):
-            found: list[bool] = []
-
-            def look(obj: dict, found: list[bool] = found) -> dict:
-                if _object_array_record(obj):
-                    found.append(True)
-                return obj
-
-            try:
-                plain_msgpack_load(path, object_hook=look)
-            except Exception:  # corrupt (the integrity checks name it): a loader stops where this scan stopped
-                pass
-            if found:
-                unsafe.append(rel)
+        try:
+            if path.is_file() and loads_pickle(path):
+                unsafe.append(path.relative_to(root).as_posix())
+        except Exception:
+            pass
     return unsafe
 
 
-def check_safe_to_load(root: Path, trust: bool = False) -> None:
-    """Raises :class:`UnsafeCheckpointError` (one line, naming the files) if loading checkpoint ``root``
-    could run code and ``trust`` is not given."""
-    if trust:
-        return
-    unsafe = unsafe_files(Path(root))
-    if unsafe:
+def refuse_unsafe(root: Path, unsafe: list[str], trust: bool = False) -> None:
+    """Raises :class:`UnsafeCheckpointError` (one line, naming the files) for the files of checkpoint ``root``
+    that would unpickle (``unsafe``), unless ``trust``."""
+    if unsafe and not trust:
         shown = ", ".join(unsafe[:3]) + (f" and {len(unsafe) - 3} more" if len(unsafe) > 3 else "")
         raise UnsafeCheckpointError(
             f"{root}: {shown} would be unpickled, and unpickling runs any code a file carries: refused. "
             "Pass --trust-checkpoint only for a checkpoint you or someone you trust wrote (checkpoints written "
             "by this version hold no pickled state)."
         )
+
+
+def check_safe_to_load(root: Path, trust: bool = False) -> None:
+    """Raises :class:`UnsafeCheckpointError` (one line, naming the files) if loading checkpoint ``root``
+    could run code and ``trust`` is not given."""
+    if not trust:
+        refuse_unsafe(Path(root), unsafe_files(Path(root)))

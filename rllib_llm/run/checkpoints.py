@@ -28,11 +28,13 @@ from typing import Any
 
 from rllib_llm.checkpoint_files import (
     MARKER_FILE,
+    MSGPACK_SUFFIXES,
     TMP_SUFFIX,
-    check_safe_to_load,
     fsync_path,
+    loads_pickle,
     plain_msgpack_load,
     read_rng,
+    refuse_unsafe,
     restore_rng,
     sha256_file,
     write_checkpoint,
@@ -85,17 +87,19 @@ def save_checkpoint(algo: Any, run_dir: str | Path, extra: dict[str, Any] | None
 # --- reading and checking --------------------------------------------------------------------------
 
 
-def _check_file(root: Path, path: Path) -> None:
-    """Cheap structural checks that catch truncated and garbage files without unpickling big states."""
+def _check_file(root: Path, path: Path) -> bool:
+    """Cheap structural checks that catch truncated and garbage files without unpickling big states;
+    returns whether loading the file would unpickle (:func:`~rllib_llm.checkpoint_files.loads_pickle`, from
+    the same single parse of a msgpack file)."""
     name, size = f"{root}: file {path.relative_to(root)}", path.stat().st_size
     if path.suffix == ".json":
         try:
             json.loads(path.read_text())
         except (UnicodeDecodeError, json.JSONDecodeError) as e:
             raise CheckpointError(f"{name} is corrupt: not valid JSON ({e.__class__.__name__})") from None
-    elif path.suffix in (".msgpack", ".msgpck"):
+    elif path.suffix in MSGPACK_SUFFIXES:
         try:
-            plain_msgpack_load(path)
+            return loads_pickle(path)
         except Exception as e:  # msgpack raises several kinds for cut and garbage data
             raise CheckpointError(f"{name} is corrupt: not valid msgpack ({e.__class__.__name__})") from None
     elif path.suffix == ".pkl":
@@ -105,6 +109,7 @@ def _check_file(root: Path, path: Path) -> None:
             tail = f.read(1)
         if head != b"\x80" or tail != b".":  # pickle protocol >= 2 starts with PROTO and ends with STOP
             raise CheckpointError(f"{name} is corrupt: not a complete pickle ({size} bytes)")
+    return loads_pickle(path)
 
 
 def check_checkpoint(path: str | Path, trust: bool = False) -> dict[str, Any] | None:
@@ -135,12 +140,11 @@ def check_checkpoint(path: str | Path, trust: bool = False) -> dict[str, Any] | 
         for rel, digest in dict(marker.get("sha256") or {}).items():  # markers before format 2 have none
             if sha256_file(root / rel) != digest:
                 raise CheckpointError(f"{root}: file {rel} is corrupt: its content changed since it was saved")
-    for file in sorted(root.rglob("*")):
-        if file.is_file() and file.suffix in (".json", ".pkl", ".msgpack", ".msgpck"):
-            _check_file(root, file)
+    unsafe = [file.relative_to(root).as_posix() for file in sorted(root.rglob("*"))
+              if file.is_file() and file.suffix in (".json", ".pkl", *MSGPACK_SUFFIXES) and _check_file(root, file)]
     if marker is None:
         _check_layout(root)
-    check_safe_to_load(root, trust)
+    refuse_unsafe(root, unsafe, trust)
     return marker
 
 
