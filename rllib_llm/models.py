@@ -26,6 +26,8 @@ import shutil
 import socket
 import tempfile
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -164,8 +166,35 @@ def converted_gguf_folder(gguf: Path, target: Path | None = None) -> Path:
     the saved folder reloads in ~2 s). The output head is tied back (:func:`tie_quantized_head`) and the
     tokenizer's eos set to the chat template's end-of-turn token (:func:`set_end_of_turn_eos`)."""
     target = target or gguf_cache_folder(gguf)
-    if (target / "config.json").is_file() and (target / "tokenizer_config.json").is_file():
+    if _is_converted(target):
         return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with _conversion_lock(target):
+        # Another process (a Ray Tune trial, a second run on the card) may have converted it meanwhile.
+        if not _is_converted(target):
+            _convert_gguf(gguf, target)
+    return target
+
+
+def _is_converted(folder: Path) -> bool:
+    return (folder / "config.json").is_file() and (folder / "tokenizer_config.json").is_file()
+
+
+@contextmanager
+def _conversion_lock(target: Path) -> Iterator[None]:
+    """An advisory ``flock`` beside ``target``, held while converting: processes that load the same GGUF at
+    once convert it once, and none of them deletes a folder another is reading."""
+    import fcntl
+
+    with open(target.parent / f".{target.name}.lock", "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _convert_gguf(gguf: Path, target: Path) -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     logger.warning("Converting %s to %s once (de-quantizing: about a minute per billion parameters).", gguf.name, target)
@@ -184,17 +213,15 @@ def converted_gguf_folder(gguf: Path, target: Path | None = None) -> Path:
     model.tie_weights()
     model.generation_config = dequantized.generation_config
     set_end_of_turn_eos(tokenizer, model.generation_config)
-    target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=".convert-"))
     try:
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
-        if target.exists():
+        if target.exists():  # a half-written folder of a conversion that was killed
             shutil.rmtree(target)
         tmp.rename(target)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    return target
 
 
 def _bits_per_weight(gguf: Path, names: tuple[str, ...]) -> dict[str, float]:

@@ -148,3 +148,31 @@ def test_a_local_gguf_path_loads_its_converted_copy_from_the_cache(tmp_path, mon
 def test_a_missing_gguf_file_is_named_as_a_file_not_looked_up_on_the_hub():
     with pytest.raises(FileNotFoundError, match="GGUF file 'models/qwen15.gguf' does not exist"):
         models.load_tokenizer({"name_or_path": "models/qwen15.gguf"})
+
+
+def test_processes_that_load_one_gguf_at_once_convert_it_once(tmp_path, monkeypatch):
+    """Two trials of a sweep (or a GiGPO and a GRPO run sharing a card) that start on the same GGUF: one
+    converts, the other waits and reads its folder (without the lock both converted, and the second deleted
+    the folder the first was loading)."""
+    import threading
+    import time
+
+    conversions = []
+
+    def slow_convert(gguf, target):
+        conversions.append(target)
+        time.sleep(0.3)
+        target.mkdir()
+        for name in ("config.json", "tokenizer_config.json"):
+            (target / name).write_text("{}")
+
+    monkeypatch.setattr(models, "_convert_gguf", slow_convert)
+    gguf = tmp_path / "m.gguf"
+    gguf.write_bytes(b"GGUF")
+    target = tmp_path / "cache" / "m"
+    threads = [threading.Thread(target=models.converted_gguf_folder, args=(gguf, target)) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert conversions == [target] and models._is_converted(target)
