@@ -40,6 +40,7 @@ from rllib_llm.algorithms.learner_connectors import (
 )
 from rllib_llm.algorithms.losses import KL_ESTIMATORS, LOSS_AGG_MODES, POLICY_LOSSES
 from rllib_llm.env_connectors import default_env_to_module, default_module_to_env
+from rllib_llm.envs.base import HELD_OUT_SEED_OFFSET
 from rllib_llm.envs.registry import env_config_errors, env_name_errors
 from rllib_llm.generation import BACKENDS, SamplingParams
 from rllib_llm.models import ModelSpec, check_model_location
@@ -183,7 +184,7 @@ class LLMConfig(AlgorithmConfig):
         self.behaviour_weight_cap = 2.0
         # .evaluation(): held-out seeds are offset far from training seeds.
         self.evaluation_num_seeds = 32
-        self.evaluation_seed_offset = 10_000_000
+        self.evaluation_seed_offset = HELD_OUT_SEED_OFFSET
 
     # --- builder methods -----------------------------------------------------------------------------
 

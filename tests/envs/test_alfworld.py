@@ -4,10 +4,12 @@ import json
 import os
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from rllib_llm.envs import make_env
 from rllib_llm.envs.alfworld import AlfWorldEnv, clean_feedback, collect_alfworld_games, generate_game
+from rllib_llm.envs.base import HELD_OUT_SEED_OFFSET
 from tests.envs.conftest import check_step
 
 pytest.importorskip("textworld")
@@ -153,3 +155,12 @@ def test_alfworld_mode_collects_games_from_the_data_tree(tmp_path: Path) -> None
     env = AlfWorldEnv(mode="alfworld", data_path=str(tmp_path), task_types=(1, 5))
     assert env.num_games == 2 and all(f.endswith("game.tw-pddl") for f in env.game_files)
     assert AlfWorldEnv(mode="alfworld", data_path=str(tmp_path), task_types=(5,)).num_games == 1
+
+
+def test_held_out_seeds_play_local_games_that_training_seeds_never_draw(cache_dir: str) -> None:
+    env = _env(cache_dir, num_games=4, held_out_fraction=0.25)
+    assert len(env.split.held_out) == 1
+    trained = {env.split.index(seed, np.random.default_rng(seed)) for seed in range(200)}
+    assert trained == set(env.split.training)
+    env.reset(seed=HELD_OUT_SEED_OFFSET)
+    assert env._loaded == env._game_file(env.split.held_out[0])

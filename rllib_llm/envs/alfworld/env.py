@@ -11,7 +11,9 @@ Two modes, one env:
 - ``mode="local"`` (default): TextWorld games generated here with TextWorld's generator (seeded; ``num_games``
   games, cached under ``~/.cache/rllib_llm/textworld``), so training and tests run with no downloaded data.
 
-``reset(seed)`` picks the game from the seed. Actions are the admissible commands (shown as
+``reset(seed)`` picks the game from the seed; with ``held_out_fraction`` > 0 that part of the games is kept
+for held-out seeds (:class:`~rllib_llm.envs.base.HeldOutSplit`: evaluation plays games training never saw;
+with ALFWorld's data, evaluating on ``split="valid_seen"`` / ``"valid_unseen"`` is the usual way). Actions are the admissible commands (shown as
 ``available_actions``, matched ignoring case and extra spaces; others are an invalid no-op); reward is ``success_reward`` when the game is won (10, as
 verl-agent's ALFWorld); the episode ends when the game does (won or lost) or is truncated after ``max_steps``.
 With ``expert_plan=True``, ``info["expert_plan"]`` holds TextWorld's optimal remaining commands (for
@@ -27,7 +29,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from rllib_llm.envs.alfworld.textworld_games import TextWorldGame, clean_feedback, generate_game, import_textworld
-from rllib_llm.envs.base import TextEnv
+from rllib_llm.envs.base import HELD_OUT_SEED_OFFSET, HeldOutSplit, TextEnv
 
 TASK_TYPES = {
     1: "pick_and_place_simple",
@@ -98,6 +100,8 @@ class AlfWorldEnv(TextEnv):
         data_path: str | None = None,
         split: str = "train",
         task_types: tuple[int, ...] = tuple(TASK_TYPES),
+        held_out_fraction: float = 0.0,
+        held_out_seeds_from: int = HELD_OUT_SEED_OFFSET,
     ) -> None:
         super().__init__()
         if mode not in ("local", "alfworld"):
@@ -125,6 +129,8 @@ class AlfWorldEnv(TextEnv):
                     f"No ALFWorld games under {root}. Download them with `alfworld-download` "
                     "(or set ALFWORLD_DATA / data_path), or use mode='local'."
                 )
+        keys = self.game_files or [str(g) for g in self.game_seeds]
+        self.split = HeldOutSplit(keys, held_out_fraction, held_out_seeds_from)
         self.game: TextWorldGame | None = None
         self._loaded = ""
         self.obs = ""
@@ -160,7 +166,7 @@ class AlfWorldEnv(TextEnv):
         """Plays game ``options["game_index"]`` if given, else one drawn from the seed."""
         super().reset(seed=seed)
         options = options or {}
-        index = int(options.get("game_index", self.np_random.integers(self.num_games)))
+        index = int(options["game_index"]) if "game_index" in options else self.split.index(seed, self.np_random)
         game_file = self._game_file(index)
         if game_file != self._loaded:
             if self.game is not None:

@@ -8,7 +8,9 @@ The env reads the whole response (``action_format = "raw"``): the first ``<searc
 The retriever is in-process (``"bm25"``, the default, or any object with ``retrieve(queries, topk)``) or a
 server URL (``"http://127.0.0.1:8000"``, see :func:`~rllib_llm.envs.search.server.serve_retriever`).
 Questions come from the shipped fixture (``question_type`` "single", "multi" or "all", chosen by the seed) or
-per episode from ``reset(options={"question": ..., "answers": [...]})``, as verl-agent passes dataset rows.
+per episode from ``reset(options={"question": ..., "answers": [...]})``, as verl-agent passes dataset rows. A
+fifth of the fixture's questions (``held_out_fraction``) is kept for held-out seeds (``held_out_seeds_from``,
+the config's ``evaluation_seed_offset``): evaluation asks questions that training never asked.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from __future__ import annotations
 import re
 from typing import Any, ClassVar
 
-from rllib_llm.envs.base import TextEnv
+from rllib_llm.envs.base import HELD_OUT_SEED_OFFSET, HeldOutSplit, TextEnv
 from rllib_llm.envs.search.client import RetrieverClient
 from rllib_llm.envs.search.retrievers import BM25Retriever, Retriever, load_questions
 from rllib_llm.envs.search.scoring import exact_match, f1_score
@@ -57,6 +59,8 @@ class SearchEnv(TextEnv):
         max_turns: int = 4,
         question_type: str = "all",
         questions_path: str | None = None,
+        held_out_fraction: float = 0.2,
+        held_out_seeds_from: int = HELD_OUT_SEED_OFFSET,
     ) -> None:
         super().__init__()
         if question_type not in ("all", "single", "multi"):
@@ -64,6 +68,7 @@ class SearchEnv(TextEnv):
         self.retriever = make_retriever(retriever)
         self.topk, self.max_turns = topk, max_turns
         self.questions = [q for q in load_questions(questions_path) if question_type in ("all", q.get("type"))]
+        self.split = HeldOutSplit([q["id"] for q in self.questions], held_out_fraction, held_out_seeds_from)
         self.question: str = ""
         self.answers: list[str] = []
         self.question_id: str = ""
@@ -90,7 +95,7 @@ class SearchEnv(TextEnv):
             if "question_id" in options:
                 row = next(q for q in self.questions if q["id"] == options["question_id"])
             else:
-                row = self.questions[int(self.np_random.integers(len(self.questions)))]
+                row = self.questions[self.split.index(seed, self.np_random)]
             self.question, self.answers, self.question_id = row["question"], list(row["answers"]), row["id"]
         self.turns, self.queries = 0, []
         self.task_description = self.question
