@@ -348,3 +348,31 @@ def test_vllm_gpu_measure_runs_the_lora_halves_it_is_asked_for(monkeypatch, tmp_
     monkeypatch.setattr(vllm_gpu, "measure_big", lambda out, results: None)
     vllm_gpu.measure(tmp_path, sections, "/some/tokenizer")
     assert calls == ([(keys, "/some/tokenizer")] if keys else [])
+
+
+def test_real_model_report_counts_tool_use_and_spreads_a_variant_over_its_seeds(tmp_path):
+    """A variant's trained success is the mean of the runs that finished; a run without summary.json (its
+    final evaluation lost) keeps its curve and counts as unfinished, never as 0."""
+    from benchmarks import real_model_report as report
+
+    def run(name: str, after: float | None, successes: list[float]) -> Path:
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "progress.jsonl").write_text("".join(
+            json.dumps({"iter": i + 1, "success": s, "time_s": 6.0}) + "\n" for i, s in enumerate(successes)))
+        if after is not None:
+            (folder / "summary.json").write_text(json.dumps({"before": {"success_rate": 0.2},
+                                                             "after": {"success_rate": after}}))
+        steps = [[{"action": "<answer>x</answer>"}], [{"action": "<search>q</search>"}, {"action": "<answer>y</answer>"}]]
+        (folder / "trajectories.jsonl").write_text("".join(
+            json.dumps({"iteration": it, "steps": steps[it > 10]}) + "\n" for it in range(1, 25)))
+        return folder
+
+    rows = [report.run_row("A", run("s0", 0.9, [0.1, 0.5]), "<search>"),
+            report.run_row("A", run("s1", None, [0.3, 0.7, 0.9]), "<search>"),
+            report.run_row("B", run("s2", 0.5, [0.2, 0.2]), "<search>")]
+    assert rows[0]["tool_first10"] == "0/10" and rows[0]["tool_last10"] == "10/10"
+    a, b = report.variants(rows)
+    assert (a["runs"], a["finished"], a["after_mean"], a["after_std"]) == (2, 1, 0.9, 0.0)
+    assert a["curve_mean"] == pytest.approx([0.2, 0.4]) and a["curve_low"] == pytest.approx([0.1, 0.3])
+    assert b["after_mean"] == 0.5
