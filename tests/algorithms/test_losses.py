@@ -93,3 +93,22 @@ def test_kl_estimators_match_verls_formulas():
 
 def test_policy_loss_registry():
     assert POLICY_LOSSES == {"ppo": clipped_policy_loss, "gspo": gspo_policy_loss}
+
+
+@pytest.mark.parametrize("loss_fn", [clipped_policy_loss, gspo_policy_loss])
+def test_a_token_with_a_huge_log_ratio_leaves_the_gradient_finite(loss_fn):
+    """A padded (masked) position or a token the policy has all but ruled out: exp of its unbounded log-ratio
+    was inf, its backward 0 * inf = nan, and the Learner skipped the update."""
+    logp = torch.tensor([[-1.0, 0.0], [-2.0, -0.5]], requires_grad=True)
+    old = torch.tensor([[-1.2, -150.0], [-2.1, -0.4]])
+    loss, _ = loss_fn(logp, old, torch.tensor([1.0, -1.0]), torch.tensor([[1, 0], [1, 1]]))
+    loss.backward()
+    assert torch.isfinite(loss) and torch.isfinite(logp.grad).all()
+
+
+@pytest.mark.parametrize("estimator", ["k3", "low_var_kl"])
+def test_k3_of_a_ruled_out_token_has_a_finite_gradient(estimator):
+    logp = torch.tensor([-200.0, -1.0, -1.5], requires_grad=True)
+    kl = kl_penalty(logp, torch.tensor([-1.0, -1.0, -1.0]), estimator)
+    kl.sum().backward()
+    assert torch.isfinite(logp.grad).all() and logp.grad[2] == pytest.approx(1 - math.exp(0.5))
