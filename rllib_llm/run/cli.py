@@ -44,6 +44,7 @@ from rllib_llm.run.checkpoints import (
     run_info,
     save_checkpoint,
 )
+from rllib_llm.run.overrides import apply_overrides, describe_settable
 from rllib_llm.run.progress import (
     episode_record,
     flatten_metrics,
@@ -323,6 +324,14 @@ def train_config(config: Any, stop: dict, args: argparse.Namespace, *, name: str
         with_model(config, args.model)
     if getattr(args, "gpu", False):
         at_gpu_size(config)
+    overrides = [f"{method}.{name}={value}" for method, name, value in (
+        ("env_runners", "num_env_runners", getattr(args, "num_env_runners", None)),
+        ("learners", "num_learners", getattr(args, "num_learners", None))) if value is not None]
+    overrides += getattr(args, "overrides", None) or []
+    apply_overrides(config, [o for o in overrides if o != "list"])
+    if "list" in overrides:
+        print(describe_settable(config))
+        return {"listed": True}
     validate_config(config, source)
     output = Path(args.output or Path("runs") / name)
     lock = prepare_run_folder(output, resume=args.resume, overwrite=getattr(args, "overwrite", False))
@@ -755,7 +764,12 @@ def _at_least(low: int):
 
 def add_train_options(p: argparse.ArgumentParser) -> None:
     """The options of ``rllib-llm train`` after the tuned example (shared with :func:`run_example`)."""
-    p.add_argument("--iterations", type=_at_least(1), default=None, help="overrides stop['training_iteration']")
+    p.add_argument("--iterations", "--stop-iters", type=_at_least(1), default=None,
+                   help="overrides stop['training_iteration'] (--stop-iters: RLlib's example-script name)")
+    p.add_argument("--num-env-runners", type=_at_least(0), default=None,
+                   help="remote EnvRunners (RLlib's example-script flag: --set env_runners.num_env_runners=N)")
+    p.add_argument("--num-learners", type=_at_least(0), default=None,
+                   help="remote Learners (RLlib's example-script flag: --set learners.num_learners=N)")
     p.add_argument("--time-budget-s", type=float, default=None,
                    help="also stop once training took this long (stop['time_total_s']); the final checkpoint "
                         "and evaluation still run")
@@ -770,6 +784,11 @@ def add_train_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", default=None,
                    help="the policy's model instead of the example's, its other settings (LoRA, dtype) kept: a "
                         "Hugging Face id, a local folder or a local .gguf file (converted once into the cache)")
+    p.add_argument("--set", action="append", dest="overrides", metavar="METHOD.ARG=VALUE",
+                   help="any argument of the config's builder methods, applied after the example (and --gpu): "
+                        "--set training.lr=5e-5 --set generation.backend=vllm --set group_rollouts.num_groups=8; "
+                        "a deeper path merges into a dict (--set environment.env_config.max_steps=10, --set "
+                        "llm.lora.r=8). Repeatable; --set list prints every settable argument")
     p.add_argument("--no-eval", action="store_true", help="skip the before/after evaluation")
     p.add_argument("--checkpoint-every", type=_at_least(0), default=DEFAULT_CHECKPOINT_EVERY,
                    help=f"checkpoint every N iterations, so that a killed run can --resume (default "
