@@ -81,9 +81,10 @@ def _closest(name: str, names: list[str]) -> str:
 
 
 def current_value(config: Any, method: str, arg: str) -> Any:
-    """What ``method(arg=...)`` set last: the attribute of that name, ``<method>_<arg>`` (``llm_model``,
-    ``generation_backend_options``) or, for ``llm``, the model spec's field (``lora``, ``dtype``)."""
-    for attr in (arg, f"{method}_{arg}"):
+    """What ``method(arg=...)`` set last: the attribute ``<method>_<arg>`` (``llm_model``,
+    ``generation_backend_options``; first, since RLlib's own ``model`` is another dict), the attribute ``arg``
+    (``env_config``) or, for ``llm``, the model spec's field (``lora``, ``dtype``)."""
+    for attr in (f"{method}_{arg}", arg):
         if hasattr(config, attr):
             return getattr(config, attr)
     if method == "llm" and arg in config.llm_model:

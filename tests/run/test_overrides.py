@@ -22,7 +22,9 @@ def test_a_set_calls_the_builder_method_and_deeper_paths_merge_into_its_dict():
     apply_overrides(config, [
         "training.lr=5e-5", "generation.backend=vllm", "group_rollouts.num_groups=8", "generation.temperature=0.7",
         "environment.env_config.max_position=7", "llm.lora.r=8", "training.gamma=0.9",
+        "llm.model.inference_dtype=bfloat16",
     ])
+    assert config.llm_model["inference_dtype"] == "bfloat16"  # the model spec, not RLlib's `model` dict
     assert config.lr == 5e-5 and config.generation_backend == "vllm" and config.num_groups == 8
     assert config.sampling["temperature"] == 0.7 and config.gamma == 0.9
     assert config.env_config["max_position"] == 7 and config.env_config["max_steps"] == max_steps  # merged
