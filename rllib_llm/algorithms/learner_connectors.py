@@ -35,6 +35,7 @@ from ray.rllib.core import DEFAULT_MODULE_ID
 from rllib_llm.algorithms.advantages import (
     batch_normalize,
     discounted_returns,
+    episode_returns,
     factorize_steps,
     gae_advantages,
     gigpo_advantages,
@@ -286,7 +287,10 @@ def _reinforce_pp(columns: StepColumns, config: Any) -> np.ndarray:
     if config.kl_reward_coeff > 0:
         ref_logp = torch.as_tensor(columns[NEED_REF_LOGP])
         kl = kl_penalty(torch.as_tensor(old_logp), ref_logp, config.kl_reward_estimator).numpy()
-    step_returns = discounted_returns(columns[REWARDS], columns[EPISODE_INDEX], config.gamma)
+    if getattr(config, "row_returns", "reward_to_go") == "episode":
+        step_returns = episode_returns(columns[REWARDS], columns[EPISODE_INDEX])[columns[EPISODE_INDEX]]
+    else:
+        step_returns = discounted_returns(columns[REWARDS], columns[EPISODE_INDEX], config.gamma)
     return reinforce_pp_advantages(step_returns, kl, mask, config.kl_reward_coeff)[0]
 
 

@@ -7,7 +7,9 @@ from collections.abc import Callable
 import torch
 
 LOSS_AGG_MODES = ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean")
-KL_ESTIMATORS = ("k1", "k2", "k3", "low_var_kl", "abs")
+KL_ESTIMATORS = ("k1", "k2", "k3", "low_var_kl", "abs", "kl", "mse")
+#: verl's names for two of them (``core_algos.kl_penalty``): ``kl`` is k1, ``mse`` is k2.
+_VERL_KL_NAMES = {"kl": "k1", "mse": "k2"}
 
 #: The bound on a log-probability difference before it is exponentiated (verl clamps its ratios' and
 #: low_var_kl's exponents to [-20, 20]). ``exp(20)`` is finite in float32, so a token whose difference is huge (a
@@ -177,9 +179,11 @@ def kl_penalty(logp: torch.Tensor, ref_logp: torch.Tensor, estimator: str = "low
     """Per-token estimate of KL(pi || pi_ref) from tokens sampled from pi (Schulman's k1, k2, k3).
 
     With ``d = logp - ref_logp``: ``k1 = d``, ``k2 = d^2 / 2``, ``k3 = exp(-d) + d - 1`` (unbiased, >= 0),
-    ``low_var_kl`` = k3 clamped to [-10, 10] (verl's default), ``abs = |d|``. k3's exponent is
+    ``low_var_kl`` = k3 clamped to [-10, 10] (verl's default), ``abs = |d|``; verl's ``kl`` and ``mse`` are k1
+    and k2 (verl's ``k3`` is our ``low_var_kl``: our ``k3`` is unclamped). k3's exponent is
     :func:`bounded_log_ratio` (a finite gradient where the policy has all but ruled out a sampled token).
     """
+    estimator = _VERL_KL_NAMES.get(estimator, estimator)
     diff = logp - ref_logp
     if estimator == "k1":
         return diff

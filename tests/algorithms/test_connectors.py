@@ -220,3 +220,19 @@ def test_no_grad_log_prob_passes_measure_the_policy_not_a_dropout_sample():
     module.train(False)
     np.testing.assert_allclose(first, module_pass(module, columns, lambda chunk: module.logprobs(chunk)[0]))
     assert not module.training
+
+
+def test_reinforce_pp_gives_every_row_its_episodes_return_as_verl_agent_does(module):
+    """``row_returns="episode"`` (notes/parity.md): rows of an episode share its undiscounted return (episode 1:
+    -0.1 on all three rows), where the default credits each step with its discounted reward-to-go (0.9 * 1.0 on
+    episode 0's first step, not 1.0)."""
+    episode_rows = [1.0, 1.0, -0.1, -0.1, -0.1, 1.0]
+    theirs, _ = run_learner_connector(
+        tiny(ReinforcePlusPlusConfig, kl_reward_coeff=0.0, gamma=0.9, row_returns="episode"), module, two_groups())
+    mask = theirs["response_mask"]
+    expected, _ = reinforce_pp_advantages(np.array(episode_rows), np.zeros(mask.shape), mask, 0.0)
+    np.testing.assert_allclose(theirs["advantages"], expected, rtol=1e-5, atol=1e-6)
+    ours, _ = run_learner_connector(tiny(ReinforcePlusPlusConfig, kl_reward_coeff=0.0, gamma=0.9), module, two_groups())
+    assert not np.allclose(ours["advantages"], theirs["advantages"])
+    with pytest.raises(ValueError, match="row_returns must be one of"):
+        tiny(ReinforcePlusPlusConfig, row_returns="episodes").validate()

@@ -112,3 +112,10 @@ def test_k3_of_a_ruled_out_token_has_a_finite_gradient(estimator):
     kl = kl_penalty(logp, torch.tensor([-1.0, -1.0, -1.0]), estimator)
     kl.sum().backward()
     assert torch.isfinite(logp.grad).all() and logp.grad[2] == pytest.approx(1 - math.exp(0.5))
+
+
+def test_verls_kl_names_are_its_estimators():
+    """verl's kl_penalty names: "kl" is k1, "mse" is k2 (notes/parity.md)."""
+    logp, ref = torch.tensor([-1.0, -2.0]), torch.tensor([-1.5, -1.0])
+    assert torch.equal(kl_penalty(logp, ref, "kl"), torch.tensor([0.5, -1.0]))
+    assert torch.equal(kl_penalty(logp, ref, "mse"), torch.tensor([0.125, 0.5]))

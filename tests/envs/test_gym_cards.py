@@ -221,3 +221,20 @@ def test_points_env_reports_how_close_each_formula_was_to_the_cards() -> None:
     with pytest.raises(FormulaError) as error:
         evaluate_formula("2*3", [2, 3, 4], "+-*/")
     assert error.value.numbers == [2, 3]
+
+
+def test_blackjack_scored_as_verl_agent_scores_it() -> None:
+    """notes/parity.md: a loss earns 0 there, and a natural against a dealer's 21 in three cards is a push
+    (its natural check never fires); ours pays the natural and a loss -1."""
+    natural_vs_21 = ["A", "K", "9", "5", "7"]  # player A K = 21 in two; dealer 9 5, draws 7 = 21 in three
+    losing_stand = ["10", "6", "10", "5", "2"]  # 16 vs 17
+    ours, theirs = BlackjackEnv(), BlackjackEnv(loss_reward=0.0, natural_beats_dealer_21=False)
+    for env, natural, loss in ((ours, 1.0, -1.0), (theirs, 0.0, 0.0)):
+        env.reset(seed=0, options={"deck": natural_vs_21})
+        assert env.step("stand")[1] == natural and len(env.dealer) == 3
+        env.reset(seed=0, options={"deck": losing_stand})
+        assert env.step("stand")[1] == loss
+        env.reset(seed=0, options={"deck": ["10", "6", "9", "7", "K"]})
+        assert env.step("hit")[1] == loss  # a bust is a loss too
+    theirs.reset(seed=0, options={"deck": ["A", "K", "9", "7"]})
+    assert theirs.step("stand")[1] == 1.0  # a natural against a dealer's 16 -> 17 still pays

@@ -52,3 +52,14 @@ def test_away_penalty_rewards_each_move_that_does_not_get_closer():
     assert success_only.step("+")[1] == 0.0
     with pytest.raises(ValueError, match="away_penalty must be a number <= 0"):
         make_env("NumberLine", {"away_penalty": 1})
+
+
+def test_an_unparseable_step_scores_as_verl_agent_with_invalid_reward_zero():
+    """verl-agent gives an invalid action 0 (its only penalty the runner's); ours the away penalty (the pointer
+    did not get closer). Valid moves score the same either way."""
+    ours, theirs = make_env("NumberLine"), make_env("NumberLine", {"invalid_reward": 0.0})
+    for env, invalid in ((ours, -1.0), (theirs, 0.0)):
+        env.reset(seed=0)
+        env.target, env.position = 1, 3
+        assert env.step("jump")[1] == invalid and env.step(None)[1] == invalid
+        assert env.step("+")[1] == -1.0 and env.step("-")[1] == 0.0  # 3 -> 4 away; 4 -> 3 closer

@@ -4,6 +4,10 @@ Standard rules on one shuffled 52-card deck (seeded by ``reset``): aces count 11
 face cards count 10; going over 21 loses at once; on "stand" the dealer reveals the hole card and hits
 while below 17 (standing on soft 17, as gymnasium's Blackjack does). Reward +1 win, 0 push, -1 loss;
 ``natural_reward`` (default 1.0, casino payoff 1.5) pays a two-card 21 that the dealer does not match.
+
+verl-agent's scoring (notes/parity.md): ``loss_reward=0.0`` (a loss earns what a push does there) and
+``natural_beats_dealer_21=False`` (its natural check never fires against a dealer's 21 in three or more cards:
+that deal is a push).
 """
 
 from __future__ import annotations
@@ -37,10 +41,19 @@ class BlackjackEnv(TextEnv):
     ACTIONS: ClassVar[tuple[str, ...]] = ("stand", "hit")
     MAX_CARDS_SHOWN: ClassVar[int] = 8
 
-    def __init__(self, max_steps: int = 10, natural_reward: float = 1.0, image_obs: bool = False) -> None:
+    def __init__(
+        self,
+        max_steps: int = 10,
+        natural_reward: float = 1.0,
+        image_obs: bool = False,
+        loss_reward: float = -1.0,
+        natural_beats_dealer_21: bool = True,
+    ) -> None:
         super().__init__()
         self.max_steps = max_steps
         self.natural_reward = natural_reward
+        self.loss_reward = float(loss_reward)
+        self.natural_beats_dealer_21 = natural_beats_dealer_21
         self.image_obs = image_obs
         self._image_shape = (
             2 * (cardlib.CARD_H + cardlib.GAP) + cardlib.GAP,
@@ -107,11 +120,11 @@ class BlackjackEnv(TextEnv):
         player, dealer = hand_value(self.player)[0], hand_value(self.dealer)[0]
         natural = len(self.player) == 2 and player == 21
         dealer_natural = len(self.dealer) == 2 and dealer == 21
-        if natural and not dealer_natural:
+        if natural and not dealer_natural and (self.natural_beats_dealer_21 or dealer != 21):
             return self.natural_reward
         if dealer > 21 or player > dealer:
             return 1.0
-        return 0.0 if player == dealer else -1.0
+        return 0.0 if player == dealer else self.loss_reward
 
     def step(self, action: str | None) -> tuple[Any, float, bool, bool, dict]:
         if not self.player:
@@ -123,7 +136,7 @@ class BlackjackEnv(TextEnv):
         if valid and move == "hit":
             self.player.append(self._draw())
             if hand_value(self.player)[0] > 21:
-                self.done, reward, self.outcome = True, -1.0, "You busted: you lose."
+                self.done, reward, self.outcome = True, self.loss_reward, "You busted: you lose."
         elif valid:
             reward = self._finish()
             self.done = True

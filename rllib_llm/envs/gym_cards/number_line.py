@@ -11,7 +11,8 @@ right move the policy rarely takes yields groups whose episodes all fail, so no 
 states where the policy's favourite move is right keep rewarding it: the policy drifts to one constant move.
 The per-step penalty scores every move in every state. An unparseable action also costs the runner's
 ``invalid_action_penalty``; were it exempt from ``away_penalty``, not answering would be cheaper than a wrong
-move, and RL learns exactly that (measured: valid-action rate -> 0).
+move, and RL learns exactly that (measured: valid-action rate -> 0). ``invalid_reward`` replaces the env's
+reward of an unparseable step (verl-agent's: ``invalid_reward=0.0``, its only penalty the runner's).
 """
 
 from __future__ import annotations
@@ -33,7 +34,9 @@ class NumberLineEnv(TextEnv):
     few_shot: ClassVar[list[tuple[str, str]]] = [("Target 1, position 3.", "<action>-</action>")]
     ACTIONS: ClassVar[tuple[str, ...]] = ("+", "-")
 
-    def __init__(self, max_position: int = 5, max_steps: int = 6, away_penalty: float = -1.0) -> None:
+    def __init__(
+        self, max_position: int = 5, max_steps: int = 6, away_penalty: float = -1.0, invalid_reward: float | None = None
+    ) -> None:
         super().__init__()
         if max_position < 1:
             raise ValueError(f"NumberLine max_position must be >= 1, got {max_position}")
@@ -44,6 +47,7 @@ class NumberLineEnv(TextEnv):
         self.max_position = max_position
         self.max_steps = max_steps
         self.away_penalty = float(away_penalty)
+        self.invalid_reward = None if invalid_reward is None else float(invalid_reward)
         self.target = 0
         self.position = 0
         self.steps = 0
@@ -77,6 +81,8 @@ class NumberLineEnv(TextEnv):
         won = self.position == self.target
         closer = abs(self.target - self.position) < distance
         reward = 1.0 if won else (self.away_penalty if not closer else 0.0)
+        if not valid and self.invalid_reward is not None:
+            reward = self.invalid_reward
         truncated = not won and self.steps >= self.max_steps
         return self._obs(), reward, won, truncated, self._info(valid)
 
