@@ -152,6 +152,12 @@ class LLMConfig(AlgorithmConfig):
         self.kl_reward_coeff = 0.0
         self.kl_reward_estimator = "k1"
         self.entropy_coeff = 0.0
+        #: Adaptive entropy control (Skywork-OR1): a target entropy (nats per response token) below which an
+        #: entropy bonus switches on, its coefficient rising by ``entropy_coeff_step`` per optimizer step while
+        #: the entropy stays below the target and falling back (to 0) above it; ``entropy_coeff`` is then its
+        #: starting value. None: the fixed ``entropy_coeff``.
+        self.entropy_target: float | None = None
+        self.entropy_coeff_step = 0.005
         # Critic (advantage_estimator="gae"): GAE lambda, value loss weight and clipping.
         self.lambda_ = 0.95
         self.vf_loss_coeff = 0.5
@@ -293,6 +299,8 @@ class LLMConfig(AlgorithmConfig):
         kl_reward_coeff: float = NotProvided,
         kl_reward_estimator: str = NotProvided,
         entropy_coeff: float = NotProvided,
+        entropy_target: float | None = NotProvided,
+        entropy_coeff_step: float = NotProvided,
         lambda_: float = NotProvided,
         vf_loss_coeff: float = NotProvided,
         vf_clip_param: float | None = NotProvided,
@@ -350,6 +358,8 @@ class LLMConfig(AlgorithmConfig):
             kl_reward_coeff=kl_reward_coeff,
             kl_reward_estimator=kl_reward_estimator,
             entropy_coeff=entropy_coeff,
+            entropy_target=entropy_target,
+            entropy_coeff_step=entropy_coeff_step,
             lambda_=lambda_,
             vf_loss_coeff=vf_loss_coeff,
             vf_clip_param=vf_clip_param,
@@ -547,8 +557,9 @@ class LLMConfig(AlgorithmConfig):
         number("gamma", 0, 1)
         number("lambda_", 0, 1)
         for name in ("step_advantage_weight", "kl_coeff", "kl_reward_coeff", "entropy_coeff", "vf_loss_coeff",
-                     "invalid_action_penalty", "overlong_penalty_factor"):
+                     "invalid_action_penalty", "overlong_penalty_factor", "entropy_coeff_step"):
             number(name, 0)
+        number("entropy_target", 0, optional=True, low_open=True)
         for name in ("clip_ratio_low", "clip_ratio_high"):
             value = getattr(self, name)
             ok = isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < 10

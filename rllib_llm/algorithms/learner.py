@@ -19,6 +19,7 @@ from ray.rllib.core.rl_module.torch.torch_compile_config import TorchCompileConf
 
 from rllib_llm.algorithms.losses import (
     POLICY_LOSSES,
+    adaptive_entropy_coeff,
     aggregate,
     aggregate_weight,
     behaviour_weights,
@@ -54,6 +55,8 @@ class LossShares:
 
 
 WHOLE = LossShares()
+#: Learner state key: each module's adaptive entropy coefficient and the entropy of its last optimizer step.
+ENTROPY_CONTROL = "adaptive_entropy_control"
 #: Learner metric: optimizer steps skipped because a gradient was nan or inf (summed over the iteration).
 NONFINITE_STEPS_SKIPPED = "nonfinite_gradient_steps_skipped"
 
@@ -134,6 +137,11 @@ class LLMLearner(MsgpackCheckpointable, TorchLearner):
         super().build()
         self._shares: dict[str, LossShares] = {}  # set while micro-batching, empty otherwise
         self._micro_stats: dict[str, dict[str, float]] = {}
+        # Adaptive entropy control (config.entropy_target), per module, as device tensors (no host sync a step):
+        # the coefficient, the last optimizer step's entropy, and this step's token-weighted entropy so far.
+        self._entropy_coeff: dict[str, torch.Tensor] = {}
+        self._last_entropy: dict[str, torch.Tensor] = {}
+        self._step_entropy: dict[str, torch.Tensor] = {}
         compile_language_models(self.module, self.config)
 
     def configure_optimizers_for_module(self, module_id: str, config: Any = None) -> None:
@@ -163,12 +171,50 @@ class LLMLearner(MsgpackCheckpointable, TorchLearner):
         counted): one check over all gradients, one device sync. RLlib's own check (two syncs per tensor) is
         off: ``LLMConfig`` sets ``torch_skip_nan_gradients=True``, which makes the TorchLearner step without
         checking. With a grad scaler (mixed precision) the scaler skips and rescales, as in RLlib."""
+        self._advance_entropy_control()
         grads = [g for g in gradients_dict.values() if g is not None]
         if self._grad_scalers is None and grads and not bool(torch.isfinite(global_norm(grads))):
             logger.warning("Skipping an optimizer step: the gradients hold nan or inf values.")
             self.metrics.log_value((ALL_MODULES, NONFINITE_STEPS_SKIPPED), 1, reduce="sum")
             return
         super().apply_gradients(gradients_dict)
+
+    def _entropy_bonus_coeff(self, module_id: str, config: Any, entropy: torch.Tensor, share: float) -> torch.Tensor:
+        """The entropy bonus's coefficient for this (micro-)batch under adaptive entropy control: the module's
+        coefficient while the last step's entropy was below ``entropy_target`` (this batch's own before the
+        first step), else 0; this batch's entropy joins the step's token-weighted mean."""
+        coeff = self._entropy_coeff.setdefault(module_id, torch.tensor(float(config.entropy_coeff), device=entropy.device))
+        last = self._last_entropy.get(module_id, entropy)
+        self._step_entropy[module_id] = self._step_entropy.get(module_id, 0.0) + share * entropy
+        return torch.where(last < config.entropy_target, coeff, torch.zeros_like(coeff))
+
+    def _advance_entropy_control(self) -> None:
+        """Once per optimizer step: each module's coefficient moves by its step (losses.adaptive_entropy_coeff)
+        from the entropy the step measured."""
+        for module_id, entropy in self._step_entropy.items():
+            config = self.config.get_config_for_module(module_id)
+            self._entropy_coeff[module_id] = adaptive_entropy_coeff(
+                self._entropy_coeff[module_id], entropy, config.entropy_target, config.entropy_coeff_step
+            )
+            self._last_entropy[module_id] = entropy
+        self._step_entropy = {}
+
+    def get_state(self, components: Any = None, *, not_components: Any = None, **kwargs: Any) -> dict:
+        """RLlib's Learner state, plus the adaptive entropy coefficients (a resumed run continues them)."""
+        state = super().get_state(components, not_components=not_components, **kwargs)
+        if self._entropy_coeff:
+            state[ENTROPY_CONTROL] = {
+                mid: [float(c), float(self._last_entropy.get(mid, torch.tensor(float("nan"))))]
+                for mid, c in self._entropy_coeff.items()
+            }
+        return state
+
+    def set_state(self, state: dict) -> None:
+        super().set_state(state)
+        for mid, (coeff, last) in state.get(ENTROPY_CONTROL, {}).items():
+            self._entropy_coeff[mid] = torch.tensor(coeff, device=self._device)
+            if last == last:  # not nan
+                self._last_entropy[mid] = torch.tensor(last, device=self._device)
 
     def _uncompiled_update(self, batch: dict, **kwargs: Any):
         """Micro-batching: RLlib has no public hook between the forward/backward passes and the optimizer
@@ -248,7 +294,11 @@ class LLMLearner(MsgpackCheckpointable, TorchLearner):
             stats["kl"] = kl.detach()
         entropy = aggregate(fwd_out[ENTROPY], mask, "token-mean")
         stats["entropy"] = entropy.detach()
-        if config.entropy_coeff:
+        if config.entropy_target is not None:
+            coeff = self._entropy_bonus_coeff(module_id, config, entropy.detach(), shares.tokens)
+            loss = loss - coeff * shares.tokens * entropy
+            stats["entropy_coeff"] = coeff
+        elif config.entropy_coeff:
             loss = loss - config.entropy_coeff * shares.tokens * entropy
         if self._shares:  # a micro-batch: the minibatch's stats are the token-weighted means over its chunks
             logged = self._micro_stats.setdefault(module_id, {})

@@ -175,6 +175,14 @@ def value_loss(
     return 0.5 * loss.mean(), stats
 
 
+def adaptive_entropy_coeff(coeff: torch.Tensor, entropy: torch.Tensor, target: float, step: float) -> torch.Tensor:
+    """The next coefficient of adaptive entropy control (Skywork-OR1, He et al. 2025): ``coeff + step`` while the
+    entropy is below ``target``, ``coeff - step`` (not below 0) once it is above. The Learner applies the
+    coefficient only while the last measured entropy is below the target, so a policy that keeps exploring
+    trains as without the term; one that collapses gets an entropy bonus that grows until it explores again."""
+    return torch.clamp(coeff + torch.where(entropy < target, step, -step), min=0.0)
+
+
 def kl_penalty(logp: torch.Tensor, ref_logp: torch.Tensor, estimator: str = "low_var_kl") -> torch.Tensor:
     """Per-token estimate of KL(pi || pi_ref) from tokens sampled from pi (Schulman's k1, k2, k3).
 
