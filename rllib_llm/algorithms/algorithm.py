@@ -43,6 +43,8 @@ MAX_EMPTY_SAMPLES = 3
 ASYNC_POLL_S = 0.05
 ASYNC_SAMPLE_TAG = "async_sample"
 ASYNC_RESULTS = "async_rollouts"
+#: The result key of the periodic held-out evaluation (``evaluation(held_out_interval=N)``).
+HELD_OUT_RESULTS = "held_out"
 #: The Algorithm state's entry with each remote EnvRunner's own state (seed RNG, rollout counter), by index: RLlib
 #: checkpoints only the local runner's, and a resumed run's remote runners would replay their first seeds and ids.
 REMOTE_ENV_RUNNERS = "remote_env_runners"
@@ -101,12 +103,21 @@ class LLMAlgorithm(MsgpackCheckpointable, Algorithm):
 
     def training_step(self) -> None:
         if self.config.async_rollouts:
-            return self._async_training_step()
-        episodes = self.training_episodes = self.sample_episodes()
-        if not episodes:  # dynamic sampling found no informative group, or sampling failed (see below)
-            return
-        if self._update(episodes):
-            self._broadcast_weights()
+            self._async_training_step()
+        else:
+            episodes = self.training_episodes = self.sample_episodes()
+            # No episodes: dynamic sampling found no informative group, or sampling failed (see below).
+            if episodes and self._update(episodes):
+                self._broadcast_weights()
+        self._evaluate_held_out_if_due()
+
+    def _evaluate_held_out_if_due(self) -> None:
+        """``evaluation(held_out_interval=N)``: every N-th iteration, greedy success on the held-out seeds
+        (:meth:`evaluate_seeds`) goes into this iteration's results under ``held_out/`` (``held_out/success_rate``),
+        so a Tune trial reports it and a sweep can select on it, not only on training success."""
+        interval = self.config.held_out_interval
+        if interval and (self.iteration + 1) % interval == 0:
+            self.metrics.log_dict(self.evaluate_seeds(), key=HELD_OUT_RESULTS, window=1)
 
     def _update(self, episodes: list) -> bool:
         """One LearnerGroup update on ``episodes`` (whole groups sharded over the Learners); False when it

@@ -191,6 +191,9 @@ class LLMConfig(AlgorithmConfig):
         # .evaluation(): held-out seeds are offset far from training seeds.
         self.evaluation_num_seeds = 32
         self.evaluation_seed_offset = HELD_OUT_SEED_OFFSET
+        #: Greedy success on the held-out seeds every N training iterations, in the results under ``held_out/``
+        #: (what a Tune sweep selects on); None: only the CLI's before/after evaluation.
+        self.held_out_interval: int | None = None
 
     # --- builder methods -----------------------------------------------------------------------------
 
@@ -199,7 +202,7 @@ class LLMConfig(AlgorithmConfig):
         "env", "env_config", "_env_to_module_connector", "_module_to_env_connector", "llm_model", "gradient_checkpointing",
         "generation_backend", "generation_backend_options", "sampling", "group_size", "num_groups",
         "max_episode_steps", "invalid_action_penalty", "prompt_template", "few_shot", "response_prefix",
-        "env_step_timeout_s", "evaluation_num_seeds", "evaluation_seed_offset", "seed",
+        "env_step_timeout_s", "evaluation_num_seeds", "evaluation_seed_offset", "held_out_interval", "seed",
     )
 
     def rollouts_like(self, other: LLMConfig) -> LLMConfig:
@@ -398,9 +401,17 @@ class LLMConfig(AlgorithmConfig):
         needs = estimator_needs(self) if self.advantage_estimator in ADVANTAGE_ESTIMATORS else ()
         return self.kl_coeff > 0 or NEED_REF_LOGP in needs
 
-    def evaluation(self, *, evaluation_num_seeds: int = NotProvided, evaluation_seed_offset: int = NotProvided, **kwargs: Any):
+    def evaluation(
+        self,
+        *,
+        evaluation_num_seeds: int = NotProvided,
+        evaluation_seed_offset: int = NotProvided,
+        held_out_interval: int | None = NotProvided,
+        **kwargs: Any,
+    ):
         super().evaluation(**kwargs)
-        _set(self, evaluation_num_seeds=evaluation_num_seeds, evaluation_seed_offset=evaluation_seed_offset)
+        _set(self, evaluation_num_seeds=evaluation_num_seeds, evaluation_seed_offset=evaluation_seed_offset,
+             held_out_interval=held_out_interval)
         return self
 
     # --- validation ----------------------------------------------------------------------------------
@@ -577,6 +588,7 @@ class LLMConfig(AlgorithmConfig):
         flag("shared_prefix_forward", optional=True)
         number("grad_clip", 0, optional=True, low_open=True)
         number("evaluation_seed_offset", 0, integer=True)
+        number("held_out_interval", 1, optional=True, integer=True)
         if not isinstance(self.lr, list):  # a list is an RLlib lr schedule, which RLlib checks
             number("lr", 0, low_open=True)
         check(isinstance(self.generation_backend_options, dict),

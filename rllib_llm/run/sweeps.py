@@ -26,6 +26,8 @@ from rllib_llm.run.stopping import ITERATIONS, check_stop
 logger = logging.getLogger(__name__)
 
 SUCCESS_METRIC = "env_runners/success_rate"
+#: Greedy success on the held-out seeds (``evaluation(held_out_interval=N)``): what a sweep selects on.
+HELD_OUT_METRIC = "held_out/success_rate"
 
 
 def grid_points(grid: dict[str, list]) -> list[dict[str, Any]]:
@@ -152,10 +154,13 @@ def run_sweep(
 ) -> Any:
     """Runs the grid with Tune (``tune.Tuner(config.algo_class, param_space=...)``), ``iterations``
     training iterations per trial, each stopped earlier by the other criteria of ``stop`` (a tuned example's
-    stop dict, :mod:`rllib_llm.run.stopping`); returns Tune's ResultGrid."""
+    stop dict, :mod:`rllib_llm.run.stopping`); returns Tune's ResultGrid. Each trial evaluates the held-out
+    seeds every ``held_out_interval`` iterations (the config's; else once, at iteration ``iterations``)."""
     from ray import tune
 
     space = grid_param_space(config, grid)
+    if space.held_out_interval is None:  # every trial reports held-out success at least at its last iteration
+        space.held_out_interval = iterations
     callbacks = tracking_callbacks(config, grid, tracking_uri, name) if tracking else []
     tuner = tune.Tuner(
         config.algo_class,
@@ -185,21 +190,25 @@ def _metric_of(metrics: dict[str, Any], metric: str) -> float:
         return math.nan
 
 
-def summarize(results: Any, grid: dict[str, list], metric: str = SUCCESS_METRIC, mode: str = "max") -> dict[str, Any]:
-    """The trials (grid values, metric, errors) and the best one by ``metric``."""
+def summarize(results: Any, grid: dict[str, list], metric: str | None = None, mode: str = "max") -> dict[str, Any]:
+    """The trials (grid values, training and held-out success, errors) and the best one by ``metric``
+    (default: held-out success where the trials report it, else training success)."""
     trials = []
     for result in results:
         config = result.config or {}
         trials.append(
             {
                 **{key: config.get(key) for key in grid},
-                metric: _metric_of(result.metrics or {}, metric),
+                SUCCESS_METRIC: _metric_of(result.metrics or {}, SUCCESS_METRIC),
+                HELD_OUT_METRIC: _metric_of(result.metrics or {}, HELD_OUT_METRIC),
                 "iterations": (result.metrics or {}).get("training_iteration"),
                 "error": None if result.error is None else f"{type(result.error).__name__}: {result.error}",
                 "path": result.path,
             }
         )
-    scored = [t for t in trials if not math.isnan(t[metric])]
+    if metric is None:
+        metric = HELD_OUT_METRIC if any(not math.isnan(t[HELD_OUT_METRIC]) for t in trials) else SUCCESS_METRIC
+    scored = [t for t in trials if not math.isnan(t.get(metric, math.nan))]
     best = (max if mode == "max" else min)(scored, key=lambda t: t[metric]) if scored else None
     return {"metric": metric, "mode": mode, "trials": trials, "best": best}
 
@@ -207,9 +216,10 @@ def summarize(results: Any, grid: dict[str, list], metric: str = SUCCESS_METRIC,
 def format_summary(summary: dict[str, Any], grid: dict[str, list]) -> str:
     metric = summary["metric"]
     keys = list(grid)
-    lines = ["  ".join(f"{k:>12}" for k in [*keys, "success"])]
+    lines = ["  ".join(f"{k:>12}" for k in [*keys, "train success", "held-out"])]
     for trial in summary["trials"]:
-        cells = [f"{trial[k]!s:>12}" for k in keys] + [f"{trial[metric]:>12.3f}"]
+        cells = [f"{trial[k]!s:>12}" for k in keys]
+        cells += [f"{trial[SUCCESS_METRIC]:>13.3f}", f"{trial[HELD_OUT_METRIC]:>12.3f}"]
         lines.append("  ".join(cells) + (f"  ERROR {trial['error']}" if trial["error"] else ""))
     best = summary["best"]
     if best is None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rllib_llm.run.sweeps import SUCCESS_METRIC, sweep_main
+from rllib_llm.run.sweeps import HELD_OUT_METRIC, SUCCESS_METRIC, sweep_main
 from tests.run.conftest import TINY_EXAMPLE
 
 
@@ -24,8 +24,11 @@ def test_tune_grid_reports_every_trial_and_the_best_by_success_rate(tmp_path, ca
     for t in trials:
         episodes = 2 * t["group_size"]
         assert t[SUCCESS_METRIC] * episodes == pytest.approx(round(t[SUCCESS_METRIC] * episodes))
-    assert summary["best"][SUCCESS_METRIC] == max(t[SUCCESS_METRIC] for t in trials)
-    assert "Best trial by env_runners/success_rate (max): group_size=" in capsys.readouterr().out
+    # Every trial evaluated the held-out seeds at its last iteration; the best trial is chosen on them.
+    assert all(0.0 <= t[HELD_OUT_METRIC] <= 1.0 for t in trials)
+    assert summary["metric"] == HELD_OUT_METRIC
+    assert summary["best"][HELD_OUT_METRIC] == max(t[HELD_OUT_METRIC] for t in trials)
+    assert "Best trial by held_out/success_rate (max): group_size=" in capsys.readouterr().out
     client = MlflowClient(tracking_uri=resolve_tracking_uri(str(tmp_path / "mlruns"))[0])
     runs = client.search_runs([client.get_experiment_by_name("tiny_sweep").experiment_id])
     assert len(runs) == 4 and {r.data.params["group_size"] for r in runs} == {"2", "4"}
@@ -33,6 +36,9 @@ def test_tune_grid_reports_every_trial_and_the_best_by_success_rate(tmp_path, ca
     tracked = {(int(r.data.params["group_size"]), float(r.data.params["lr"])): r.data.metrics[SUCCESS_METRIC]
                for r in runs}
     assert {(t["group_size"], t["lr"]): t[SUCCESS_METRIC] for t in trials} == pytest.approx(tracked)
+    held_out = {(int(r.data.params["group_size"]), float(r.data.params["lr"])): r.data.metrics[HELD_OUT_METRIC]
+                for r in runs}
+    assert {(t["group_size"], t["lr"]): t[HELD_OUT_METRIC] for t in trials} == pytest.approx(held_out)
 
 
 def test_a_sweep_hands_the_tuned_examples_stop_criteria_to_tune(monkeypatch, tmp_path):
