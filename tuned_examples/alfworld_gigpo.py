@@ -39,7 +39,7 @@ config = (
     .environment("ALFWorld", env_config=GAMES)
     .env_runners(env_to_module_connector=lambda env, spaces, device: [SlidingWindowMemory(window=2), ChatPromptBuilder()])
     .generation(max_new_tokens=24)
-    .group_rollouts(num_groups=2, max_episode_steps=GAMES["max_steps"], few_shot=[])
+    .group_rollouts(group_size=4, num_groups=2, max_episode_steps=GAMES["max_steps"], few_shot=[])
     .training(step_grouping="exact", micro_batch_size=4)  # long prompts: 4 rows a forward/backward pass on a CPU
     .evaluation(evaluation_num_seeds=32)
 )

@@ -51,6 +51,7 @@ config = (
     )
     .generation(max_new_tokens=8)
     .group_rollouts(
+        group_size=4,
         num_groups=4,
         max_episode_steps=5,
         few_shot=[("Dealer shows: 9. Your hand: 10, 6 (total 16).", "<action>hit</action>")],

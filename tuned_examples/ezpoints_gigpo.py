@@ -38,7 +38,7 @@ config = (
         ]
     )
     .generation(max_new_tokens=12)
-    .group_rollouts(num_groups=4, max_episode_steps=3, few_shot=[("Cards: 3, 4.", "<action>3*4</action>")])
+    .group_rollouts(group_size=4, num_groups=4, max_episode_steps=3, few_shot=[("Cards: 3, 4.", "<action>3*4</action>")])
 )
 
 stop = {"training_iteration": 40}

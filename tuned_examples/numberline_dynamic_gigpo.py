@@ -17,7 +17,9 @@ from rllib_llm.run.cli import load_tuned_example
 
 # The main job's task and rollouts (env, prompt, few-shot example, model, sampling, groups, eval seeds).
 task, _ = load_tuned_example(Path(__file__).with_name("numberline_gigpo.py"))
-config = DynamicGiGPOConfig().rollouts_like(task).training(
+# The groups this example was measured with (the main job moved to 6 groups x 2 for issue 48).
+GROUPS = {"group_size": 4, "num_groups": 3}
+config = DynamicGiGPOConfig().rollouts_like(task).group_rollouts(**GROUPS).training(
     lr=task.lr, gamma=task.gamma, step_advantage_weight=task.step_advantage_weight,
     advantage_norm=task.advantage_norm, clip_ratio_low=0.2, clip_ratio_high=0.28, dynamic_sampling=True,
     max_sampling_rounds=3, minibatch_size=32, num_epochs=1,

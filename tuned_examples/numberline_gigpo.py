@@ -2,7 +2,7 @@
 
     rllib-llm train tuned_examples/numberline_gigpo.py [--seed S]
 
-Each iteration plays 3 groups x 4 NumberLine episodes (the 4 envs of a group start from the same state),
+Each iteration plays 6 groups x 2 NumberLine episodes (the 2 envs of a group start from the same state),
 then takes GiGPO steps; 64 iterations (about 13 min on 2 idle cores). Kept small for a CPU: the
 instructions sit in the system prompt and the user turn is just the observation (about 90 prompt tokens),
 one in-context example shows the action format, every reply is prefilled with ``<action>`` so the model
@@ -31,6 +31,12 @@ other move back. Four things make learning hold on every seed we ran:
   chose this recipe asked for a warm-up from 2e-5 over 300 env steps, but the held-out evaluation before
   training was counted as sampled steps then, so the warm-up was over before the first update: what was
   measured is a constant 2e-4, which is what this says now.)
+- ``num_groups=6, group_size=2`` (it was 3 x 4): the same 12 episodes an iteration start from twice as many
+  states. With 3 start states an iteration, a state such as (target 1, position 0) starts a group about once
+  in ten iterations; seed 5 learned a rule on the target alone there (P(+) 0.02 at (1, 0), 0.84 at (3, 4),
+  ~0.5 at target 2 above it: 0.750 greedy, the issue-48 failure); at 6 x 2 the same seed reached 1.000.
+  GiGPO's step groups pool identical states across all groups (above), so pairs lose little of the
+  comparison a group of 4 gave (notes/learning.md, "Issue 48").
 - NumberLine's reward is RL4VLM's (the env's default): -1 for a move that does not get closer, so every move
   in every state is scored, not only episodes that reach the target.
 
@@ -64,8 +70,8 @@ config = (
     .llm(model={"name_or_path": "smollm2-135m-instruct", "lora": LORA})
     .generation(temperature=1.0, max_new_tokens=8, stop=["</action>"])
     .group_rollouts(
-        group_size=4,
-        num_groups=3,
+        group_size=2,
+        num_groups=6,
         max_episode_steps=6,
         invalid_action_penalty=0.1,
         few_shot=[("Target 1, position 3.", "<action>-</action>")],

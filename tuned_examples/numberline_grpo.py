@@ -16,7 +16,9 @@ from rllib_llm.run.cli import load_tuned_example
 
 # The main job's task and rollouts (env, prompt, few-shot example, model, sampling, groups, eval seeds).
 task, _ = load_tuned_example(Path(__file__).with_name("numberline_gigpo.py"))
-config = GRPOConfig().rollouts_like(task).training(
+# The groups this example was measured with (the main job moved to 6 groups x 2 for issue 48).
+GROUPS = {"group_size": 4, "num_groups": 3}
+config = GRPOConfig().rollouts_like(task).group_rollouts(**GROUPS).training(
     lr=task.lr, advantage_norm="std", loss_agg_mode="seq-mean-token-mean", minibatch_size=32, num_epochs=1
 )
 

@@ -16,9 +16,11 @@ from rllib_llm.run.cli import load_tuned_example
 
 # The main job's task and rollouts (env, prompt, few-shot example, model, sampling, groups, eval seeds).
 task, _ = load_tuned_example(Path(__file__).with_name("numberline_gigpo.py"))
+# The groups this example was measured with (the main job moved to 6 groups x 2 for issue 48).
+GROUPS = {"group_size": 4, "num_groups": 3}
 config = (
     PPOConfig()
-    .rollouts_like(task)
+    .rollouts_like(task).group_rollouts(**GROUPS)
     .group_rollouts(group_size=2, num_groups=6)
     .training(
         lr=task.lr, gamma=0.95, lambda_=0.95, vf_loss_coeff=0.5, vf_clip_param=0.5, minibatch_size=32, num_epochs=2

@@ -15,7 +15,9 @@ from rllib_llm.run.cli import load_tuned_example
 
 # The main job's task and rollouts (env, prompt, few-shot example, model, sampling, groups, eval seeds).
 task, _ = load_tuned_example(Path(__file__).with_name("numberline_gigpo.py"))
-config = RLOOConfig().rollouts_like(task).training(lr=task.lr, clip_param=0.2, minibatch_size=32, num_epochs=1)
+# The groups this example was measured with (the main job moved to 6 groups x 2 for issue 48).
+GROUPS = {"group_size": 4, "num_groups": 3}
+config = RLOOConfig().rollouts_like(task).group_rollouts(**GROUPS).training(lr=task.lr, clip_param=0.2, minibatch_size=32, num_epochs=1)
 
 stop = {"training_iteration": 12}
 

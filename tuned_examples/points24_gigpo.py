@@ -46,7 +46,7 @@ config = (
         ]
     )
     .generation(max_new_tokens=20)
-    .group_rollouts(num_groups=4, max_episode_steps=3, few_shot=[("Cards: 4, 8, 3, A.", "<action>(4+8)*(3-1)</action>")])
+    .group_rollouts(group_size=4, num_groups=4, max_episode_steps=3, few_shot=[("Cards: 4, 8, 3, A.", "<action>(4+8)*(3-1)</action>")])
 )
 
 stop = {"training_iteration": 40}

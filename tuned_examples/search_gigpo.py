@@ -41,7 +41,7 @@ config = (
     .environment("Search", env_config=SEARCH)
     .env_runners(env_to_module_connector=lambda env, spaces, device: [SlidingWindowMemory(window=2), ChatPromptBuilder()])
     .generation(max_new_tokens=48, stop=["</search>", "</answer>"])
-    .group_rollouts(num_groups=2, max_episode_steps=SEARCH["max_turns"], few_shot=[], response_prefix="")
+    .group_rollouts(group_size=4, num_groups=2, max_episode_steps=SEARCH["max_turns"], few_shot=[], response_prefix="")
     .training(step_grouping="exact", micro_batch_size=4)  # long prompts: 4 rows a forward/backward pass on a CPU
     .evaluation(evaluation_num_seeds=32)
 )

@@ -34,7 +34,7 @@ config = (
     .environment("Sokoban", env_config=ROOM)
     .env_runners(env_to_module_connector=lambda env, spaces, device: [SlidingWindowMemory(window=2), ChatPromptBuilder()])
     .generation(max_new_tokens=24)
-    .group_rollouts(num_groups=2, max_episode_steps=ROOM["max_steps"], few_shot=[(example_room, "<action>down</action>")])
+    .group_rollouts(group_size=4, num_groups=2, max_episode_steps=ROOM["max_steps"], few_shot=[(example_room, "<action>down</action>")])
     .evaluation(evaluation_num_seeds=32)
 )
 

@@ -70,6 +70,8 @@ DEFAULT_CHECKPOINT_EVERY = 8
 #: ``--gpu``: episode groups per iteration (x the example's group size) and rows per forward/backward pass of
 #: the GPU-sized run (the README's and the tuned examples' GPU numbers were measured at this size).
 GPU_NUM_GROUPS = 8
+#: ``--gpu``'s least episodes per iteration (groups of 2 get 16 groups, groups of 4 get 8).
+GPU_NUM_EPISODES = 32
 GPU_MICRO_BATCH_SIZE = 8
 
 
@@ -287,14 +289,17 @@ def _tracking_for(
 def at_gpu_size(config: Any) -> Any:
     """The tuned example at GPU size (``rllib-llm train EXAMPLE --gpu``): the Learner and the EnvRunner on one
     GPU (the EnvRunner samples in the driver unless the example has remote ones, which then share the GPU),
-    at least :data:`GPU_NUM_GROUPS` episode groups per iteration, micro-batches of at least
+    at least :data:`GPU_NUM_GROUPS` episode groups and :data:`GPU_NUM_EPISODES` episodes per iteration (more
+    groups, the example's group size), micro-batches of at least
     :data:`GPU_MICRO_BATCH_SIZE` rows (the CPU examples keep them small for memory). Everything else is the
     example's."""
     runners = max(config.num_env_runners, 1)
     config.learners(num_gpus_per_learner=1 if config.num_env_runners == 0 else 0.5)
     config.env_runners(num_gpus_per_env_runner=1 if config.num_env_runners == 0 else 0.5 / runners)
-    if getattr(config, "num_groups", None) is not None and config.num_groups < GPU_NUM_GROUPS:
-        config.group_rollouts(num_groups=GPU_NUM_GROUPS)
+    if getattr(config, "num_groups", None) is not None:
+        groups = max(GPU_NUM_GROUPS, math.ceil(GPU_NUM_EPISODES / config.group_size))
+        if config.num_groups < groups:
+            config.group_rollouts(num_groups=groups)
     if config.micro_batch_size is not None and config.micro_batch_size < GPU_MICRO_BATCH_SIZE:
         config.training(micro_batch_size=GPU_MICRO_BATCH_SIZE)
     return config
@@ -780,7 +785,7 @@ def add_train_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--eval-seeds", type=_at_least(1), default=None, help="held-out seeds evaluated before and after")
     p.add_argument("--gpu", action="store_true",
                    help=f"the GPU-sized run: Learner and EnvRunner on the GPU, at least {GPU_NUM_GROUPS} episode groups "
-                        f"per iteration, micro-batches of at least {GPU_MICRO_BATCH_SIZE} rows")
+                        f"and {GPU_NUM_EPISODES} episodes per iteration, micro-batches of at least {GPU_MICRO_BATCH_SIZE} rows")
     p.add_argument("--model", default=None,
                    help="the policy's model instead of the example's, its other settings (LoRA, dtype) kept: a "
                         "Hugging Face id, a local folder or a local .gguf file (converted once into the cache)")

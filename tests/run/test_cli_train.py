@@ -161,13 +161,15 @@ def test_init_ray_joins_a_cluster_started_with_ray_start(monkeypatch):
 def test_gpu_size_puts_learner_and_env_runner_on_the_gpu_and_raises_small_sizes_only():
     from rllib_llm.run.cli import GPU_MICRO_BATCH_SIZE, GPU_NUM_GROUPS, at_gpu_size
 
-    small = at_gpu_size(tiny_config().group_rollouts(num_groups=2).training(micro_batch_size=4))
+    small = at_gpu_size(tiny_config().group_rollouts(num_groups=2, group_size=4).training(micro_batch_size=4))
     assert (small.num_gpus_per_learner, small.num_gpus_per_env_runner) == (1, 1)
     assert (small.num_groups, small.micro_batch_size) == (GPU_NUM_GROUPS, GPU_MICRO_BATCH_SIZE)
-    big = at_gpu_size(tiny_config().group_rollouts(num_groups=12).training(micro_batch_size=None))
+    big = at_gpu_size(tiny_config().group_rollouts(num_groups=12, group_size=4).training(micro_batch_size=None))
     assert (big.num_groups, big.micro_batch_size) == (12, None)
     remote = at_gpu_size(tiny_config().env_runners(num_env_runners=2))
     assert (remote.num_gpus_per_learner, remote.num_gpus_per_env_runner) == (0.5, 0.25)
+    pairs = at_gpu_size(tiny_config().group_rollouts(num_groups=6, group_size=2))
+    assert (pairs.num_groups, pairs.group_size) == (16, 2)  # 32 episodes, the example's group size kept
 
 
 def test_cli_gpu_option_reaches_the_config(tmp_path, monkeypatch):

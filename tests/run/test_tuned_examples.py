@@ -45,7 +45,7 @@ def test_tune_example_exposes_a_valid_grid_over_its_base_config():
     assert set(module.param_grid) == {"group_size", "lr"} and stop["training_iteration"] >= 1
     space = grid_param_space(config, module.param_grid)
     assert space.group_size == {"grid_search": module.param_grid["group_size"]}
-    assert config.group_size == 4  # the base config is left alone
+    assert config.group_size == 2  # the base config (the main job's) is left alone
 
 
 def test_grid_param_space_is_what_tune_expands():
