@@ -75,7 +75,7 @@ def test_every_algorithm_is_registered_and_every_name_is_selectable():
         (dict(vf_clip_param=0.0), "vf_clip_param must be > 0 .a number or None."),
         (dict(clip_ratio_c=1.0), "clip_ratio_c must be > 1"),
         (dict(kl_reward_coeff=-0.1), "kl_reward_coeff must be >= 0"),
-        (dict(kl_reward_estimator="kl"), "kl_reward_estimator must be one of"),
+        (dict(kl_reward_estimator="kl4"), "kl_reward_estimator must be one of"),
         (dict(entropy_coeff="high"), "entropy_coeff must be >= 0"),
         (dict(max_sampling_rounds=0), "max_sampling_rounds must be >= 1 .an int."),
         (dict(max_sampling_rounds=2.5), "max_sampling_rounds must be >= 1 .an int."),
