@@ -87,6 +87,7 @@ def test_an_update_with_fewer_groups_than_learners_is_skipped_with_a_warning(mon
         sample_episodes=lambda: episodes_of({"a": [1, 1]}),
         learner_group=SimpleNamespace(update=lambda **kw: pytest.fail("no update expected")),
         _broadcast_weights=lambda: pytest.fail("no weight sync expected after a skipped update"),
+        _evaluate_held_out_if_due=lambda: None,
     )
     fake._update = lambda episodes: LLMAlgorithm._update(fake, episodes)
     LLMAlgorithm.training_step(fake)
