@@ -43,7 +43,7 @@ def parse_value(text: str) -> Any:
 def parse_override(text: str) -> tuple[str, str, list[str], Any]:
     """``"training.lr=5e-5"`` -> ``("training", "lr", [], 5e-5)``; a deeper path's keys come third."""
     path, sep, value = text.partition("=")
-    parts = [p for p in path.strip().split(".")]
+    parts = path.strip().split(".")
     if not sep or len(parts) < 2 or not all(parts):
         raise OverrideError(f"--set {text!r}: expected METHOD.ARG=VALUE (e.g. training.lr=5e-5)")
     return parts[0], parts[1], parts[2:], parse_value(value)
@@ -93,10 +93,10 @@ def current_value(config: Any, method: str, arg: str) -> Any:
                         f"set the whole value: --set {method}.{arg}={{...}}")
 
 
-def apply_override(config: Any, text: str) -> None:
-    """One ``--set``: calls ``config.<method>(<arg>=value)``, merging a deeper path into the current dict."""
+def apply_override(config: Any, text: str, arguments: dict[str, list[str]]) -> None:
+    """One ``--set``: calls ``config.<method>(<arg>=value)``, merging a deeper path into the current dict
+    (``arguments``: :func:`settable_arguments` of ``config``)."""
     method, arg, keys, value = parse_override(text)
-    arguments = settable_arguments(config)
     if method not in arguments:
         raise OverrideError(f"--set {text!r}: {method!r} is not a config builder method{_closest(method, list(arguments))}")
     if arg not in arguments[method]:
@@ -121,8 +121,10 @@ def apply_override(config: Any, text: str) -> None:
 
 
 def apply_overrides(config: Any, overrides: list[str] | None) -> Any:
-    for text in overrides or []:
-        apply_override(config, text)
+    if overrides:
+        arguments = settable_arguments(config)
+        for text in overrides:
+            apply_override(config, text, arguments)
     return config
 
 

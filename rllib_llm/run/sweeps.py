@@ -199,8 +199,7 @@ def summarize(results: Any, grid: dict[str, list], metric: str | None = None, mo
         trials.append(
             {
                 **{key: config.get(key) for key in grid},
-                SUCCESS_METRIC: _metric_of(result.metrics or {}, SUCCESS_METRIC),
-                HELD_OUT_METRIC: _metric_of(result.metrics or {}, HELD_OUT_METRIC),
+                **{m: _metric_of(result.metrics or {}, m) for m in (SUCCESS_METRIC, HELD_OUT_METRIC, metric) if m},
                 "iterations": (result.metrics or {}).get("training_iteration"),
                 "error": None if result.error is None else f"{type(result.error).__name__}: {result.error}",
                 "path": result.path,
@@ -208,7 +207,7 @@ def summarize(results: Any, grid: dict[str, list], metric: str | None = None, mo
         )
     if metric is None:
         metric = HELD_OUT_METRIC if any(not math.isnan(t[HELD_OUT_METRIC]) for t in trials) else SUCCESS_METRIC
-    scored = [t for t in trials if not math.isnan(t.get(metric, math.nan))]
+    scored = [t for t in trials if not math.isnan(t[metric])]
     best = (max if mode == "max" else min)(scored, key=lambda t: t[metric]) if scored else None
     return {"metric": metric, "mode": mode, "trials": trials, "best": best}
 

@@ -95,6 +95,11 @@ def test_summarize_picks_the_best_trial_by_success_rate():
     text = format_summary(summary, grid)
     assert "ERROR RuntimeError: boom" in text
     assert text.endswith("Best trial by env_runners/success_rate (max): group_size=4, lr=0.1: 0.750 (/t/4-0.1)")
+    # Any other metric a caller selects on is read from each trial's results too.
+    for r, kl in zip(results[:2], (0.3, 0.1), strict=True):
+        r.metrics["learners"] = {"default_policy": {"kl": kl}}
+    by_kl = summarize(results, grid, metric="learners/default_policy/kl", mode="min")
+    assert by_kl["best"]["group_size"] == 4 and by_kl["best"]["learners/default_policy/kl"] == 0.1
 
 
 def test_help_is_plain_text_and_every_option_is_described():
