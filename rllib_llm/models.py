@@ -172,7 +172,8 @@ def converted_gguf_folder(gguf: Path, target: Path | None = None) -> Path:
     with _conversion_lock(target):
         # Another process (a Ray Tune trial, a second run on the card) may have converted it meanwhile.
         if not _is_converted(target):
-            _convert_gguf(gguf, target)
+            with progress_bars_dropped():
+                _convert_gguf(gguf, target)
     return target
 
 
@@ -192,6 +193,34 @@ def _conversion_lock(target: Path) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+#: A tqdm bar's line: ``desc: 42%|####  | 120/290 [00:05<...]`` (known total) or ``desc: 120it [00:05, ...]``.
+PROGRESS_BAR_LINE = re.compile(r"\d+%\|.*\|\s*\d+/\d+|\d+it \[")
+
+
+@contextmanager
+def progress_bars_dropped() -> Iterator[None]:
+    """Leaves tqdm bars out of what the block writes to stderr when stderr is not a terminal (a log file, a
+    Ray worker's pipe), where every redraw of a bar becomes another line: transformers' GGUF de-quantization
+    draws one (``Converting and de-quantizing GGUF tensors...``) through its own ``tqdm.auto`` import, which
+    takes no switch. Everything else the block writes to stderr (warnings) is written after it, not lost."""
+    import io
+    import sys
+    from contextlib import redirect_stderr
+
+    if sys.stderr.isatty():
+        yield
+        return
+    captured = io.StringIO()
+    try:
+        with redirect_stderr(captured):
+            yield
+    finally:
+        kept = [line for line in re.split(r"[\r\n]", captured.getvalue()) if line.strip()]
+        kept = [line for line in kept if not PROGRESS_BAR_LINE.search(line)]
+        if kept:
+            sys.stderr.write("\n".join(kept) + "\n")
 
 
 def _convert_gguf(gguf: Path, target: Path) -> None:

@@ -176,3 +176,24 @@ def test_processes_that_load_one_gguf_at_once_convert_it_once(tmp_path, monkeypa
     for thread in threads:
         thread.join()
     assert conversions == [target] and models._is_converted(target)
+
+
+def test_progress_bars_are_dropped_from_a_log_but_other_stderr_text_is_kept(capsys):
+    """transformers' GGUF de-quantization bar redrawn into a redirected log is ~300 lines; warnings written
+    beside it still reach stderr."""
+    import sys
+
+    from tqdm.auto import tqdm
+
+    with models.progress_bars_dropped():
+        for _ in tqdm(range(50), desc="Converting and de-quantizing GGUF tensors...", mininterval=0):
+            pass
+        for _ in tqdm(iter(range(5)), desc="no total", mininterval=0):
+            pass
+        print("a warning beside the bar", file=sys.stderr)
+    err = capsys.readouterr().err
+    assert err == "a warning beside the bar\n"
+    with pytest.raises(ValueError, match="boom"), models.progress_bars_dropped():
+        print("written before an error", file=sys.stderr)
+        raise ValueError("boom")
+    assert capsys.readouterr().err == "written before an error\n"

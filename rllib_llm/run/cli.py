@@ -52,6 +52,7 @@ from rllib_llm.run.progress import (
     format_trajectory,
     header,
     printed_columns,
+    progress_row,
     row_values,
     table_columns,
 )
@@ -545,12 +546,10 @@ def _train_loop(
             if columns is None:
                 columns = printed_columns(table_columns(result))
                 tqdm.write(header(columns), file=sys.stdout)
-            values = row_values(result)  # every column of this result, also agents the table has none for
+            values = row_values(result)
             tqdm.write(format_row(values, columns), file=sys.stdout)
             sys.stdout.flush()
-            # NaN (a metric with no data this iteration, e.g. an agent that never acted) as null: strict JSON.
-            cells = {k: None if isinstance(v, float) and math.isnan(v) else v for k, v in values.items()}
-            progress.write(json.dumps({**cells, "wall_time": time.time()}) + "\n")
+            progress.write(json.dumps(progress_row(result, time.time())) + "\n")
             progress.flush()
             tracking.log_metrics(flatten_metrics(result), step=i + 1)
             bar.set_postfix(success=f"{values['success']:.2f}", valid=f"{values['valid']:.2f}")
@@ -672,9 +671,11 @@ def plot(args: argparse.Namespace) -> list[Path]:
     from rllib_llm.run.plots import plot_runs
 
     try:
-        paths = plot_runs(args.run_dirs, args.output)
+        paths = plot_runs(args.run_dirs, args.output, args.metric)
     except ImportError as e:
         raise UserError("Plots need matplotlib: pip install 'rllib-llm[plots]'") from e
+    except KeyError as e:
+        raise UserError(f"--metric: {e.args[0]}") from e
     if not paths:
         raise UserError(f"No metrics to plot in {', '.join(args.run_dirs)}.")
     for path in paths:
@@ -854,6 +855,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("plot", help="PNG learning curves of one or more run directories")
     p.add_argument("run_dirs", nargs="+", help="run folders (each with progress.jsonl); several share the axes")
     p.add_argument("--output", default=None, help="directory for the PNGs (default <first run>/plots)")
+    p.add_argument("--metric", action="append", default=None, metavar="NAME",
+                   help="plot this progress.jsonl key instead of the default curves (repeatable), e.g. "
+                        "learners/default_policy/policy_loss or env_runners/weight_sync_s")
     p.set_defaults(func=plot)
     p = sub.add_parser("show-trajectory", help="print sampled trajectories of a run as text")
     p.add_argument("run_dir", help="a run folder (with trajectories.jsonl)")

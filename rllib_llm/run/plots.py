@@ -64,18 +64,41 @@ def read_held_out(run_dir: str | Path) -> list[tuple[float, float]]:
     return points
 
 
+def metric_curve(name: str) -> tuple[str, str, str, str]:
+    """The curve of any ``progress.jsonl`` key (``learners/default_policy/policy_loss``): :data:`CURVES`'
+    entry for a table column, else the key itself as axis label and title, and a file stem without
+    slashes (``learners-default_policy-policy_loss``)."""
+    for curve in CURVES:
+        if curve[1] == name:
+            return curve
+    return (name.replace("/", "-"), name, name, f"{name} per iteration")
+
+
+def metric_names(rows: list[dict[str, float]]) -> list[str]:
+    """The keys of ``rows`` that hold a number in some row (what ``--metric`` can plot), sorted."""
+    return sorted({k for r in rows for k, v in r.items() if k not in ("iter", "wall_time") and _finite(v)})
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
 def curve_figure(
-    stem: str, runs: dict[str, list[dict[str, float]]], held_out: dict[str, list[tuple[float, float]]]
+    stem: str,
+    runs: dict[str, list[dict[str, float]]],
+    held_out: dict[str, list[tuple[float, float]]],
+    curve: tuple[str, str, str, str] | None = None,
 ) -> Any:
-    """The matplotlib figure of one curve of :data:`CURVES` over ``runs`` (name -> progress rows), with the
-    held-out points (name -> :func:`read_held_out`) on the success plot; None if no run logged the curve."""
+    """The matplotlib figure of one curve (``stem`` of :data:`CURVES`, or ``curve`` as :func:`metric_curve`
+    gives it) over ``runs`` (name -> progress rows), with the held-out points (name -> :func:`read_held_out`)
+    on the success plot; None if no run logged the curve."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
 
-    _, column, label, title = next(curve for curve in CURVES if curve[0] == stem)
+    stem, column, label, title = curve or next(curve for curve in CURVES if curve[0] == stem)
     series = {name: _series(rows, column) for name, rows in runs.items()}
     if not any(xs for xs, _ in series.values()):
         return None
@@ -101,9 +124,14 @@ def curve_figure(
     return fig
 
 
-def plot_runs(run_dirs: list[str | Path], output: str | Path | None = None) -> list[Path]:
+def plot_runs(
+    run_dirs: list[str | Path], output: str | Path | None = None, metrics: list[str] | None = None
+) -> list[Path]:
     """One PNG per curve that any run logged (KL only exists with ``kl_coeff > 0``); returns the paths.
-    ``output`` defaults to ``<first run>/plots``."""
+    ``metrics`` (any ``progress.jsonl`` keys) replaces the default :data:`CURVES`; a name no run has is a
+    ``KeyError`` naming the closest ones. ``output`` defaults to ``<first run>/plots``."""
+    import difflib
+
     import matplotlib
 
     matplotlib.use("Agg")
@@ -111,11 +139,18 @@ def plot_runs(run_dirs: list[str | Path], output: str | Path | None = None) -> l
 
     runs = {Path(d).name or str(d): read_progress(d) for d in run_dirs}
     held_out = {Path(d).name or str(d): read_held_out(d) for d in run_dirs}
+    curves = list(CURVES) if metrics is None else [metric_curve(m) for m in metrics]
+    known = sorted({name for rows in runs.values() for name in metric_names(rows)})
+    for name in metrics or []:
+        if name not in known:
+            close = difflib.get_close_matches(name, known, n=3, cutoff=0.4) or known[:3]
+            raise KeyError(f"no run logged {name!r}; did you mean {', '.join(close)}? ({len(known)} metrics)")
     out = Path(output) if output is not None else Path(run_dirs[0]) / "plots"
     out.mkdir(parents=True, exist_ok=True)
     written = []
-    for stem, *_ in CURVES:
-        fig = curve_figure(stem, runs, held_out)
+    for curve in curves:
+        stem = curve[0]
+        fig = curve_figure(stem, runs, held_out, curve)
         if fig is None:
             continue
         path = out / f"{stem}.png"

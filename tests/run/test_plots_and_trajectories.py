@@ -64,6 +64,18 @@ def test_the_success_plot_says_it_shows_training_episodes_and_marks_the_held_out
     assert read_held_out(run_dir / "missing") == []
 
 
+def test_plot_draws_any_metric_of_progress_jsonl_and_names_close_ones_for_a_typo(tracked_run, tmp_path, capsys):
+    out = tmp_path / "any"
+    name = "learners/default_policy/policy_loss"
+    assert main(["plot", str(tracked_run["run_dir"]), "--output", str(out), "--metric", name,
+                 "--metric", "success"]) == 0
+    assert sorted(p.name for p in out.iterdir()) == ["learners-default_policy-policy_loss.png", "success_rate.png"]
+    assert png_size(out / "learners-default_policy-policy_loss.png") == (600, 400)
+    assert main(["plot", str(tracked_run["run_dir"]), "--metric", "learners/default_policy/policy_los"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "did you mean learners/default_policy/policy_loss" in err
+
+
 def test_plot_errors_are_one_line(tmp_path, capsys):
     assert main(["plot", str(tmp_path / "missing")]) == 2
     assert "progress.jsonl not found" in capsys.readouterr().err

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import socket
 import sys
 import types
@@ -30,6 +31,11 @@ def test_train_logs_params_metrics_and_checkpoint_to_mlflow(tracked_run):
     assert [m.step for m in history] == [1]
     assert "learners/default_policy/entropy" in run.data.metrics
     assert {"eval/before_success_rate", "eval/after_success_rate"} <= set(run.data.metrics)
+    # progress.jsonl holds every metric MLflow got for the iteration, under the same names and values
+    [row] = [json.loads(line) for line in (tracked_run["run_dir"] / "progress.jsonl").read_text().splitlines()]
+    logged = {k: v for k, v in run.data.metrics.items() if not k.startswith("eval/")}
+    assert len(logged) > 20 and set(logged) <= set(row)
+    assert all(row[k] == pytest.approx(v) for k, v in logged.items())
     top = {a.path for a in client.list_artifacts(run.info.run_id)}
     assert {"checkpoint", "progress.jsonl", "summary.json", "trajectories.jsonl"} <= top
     assert "checkpoint/rllib_checkpoint.json" in {a.path for a in client.list_artifacts(run.info.run_id, "checkpoint")}
