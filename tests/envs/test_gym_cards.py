@@ -238,3 +238,74 @@ def test_blackjack_scored_as_verl_agent_scores_it() -> None:
         assert env.step("hit")[1] == loss  # a bust is a loss too
     theirs.reset(seed=0, options={"deck": ["A", "K", "9", "7"]})
     assert theirs.step("stand")[1] == 1.0  # a natural against a dealer's 16 -> 17 still pays
+
+
+def verl_agent_points_outcome(formula: str, cards: list[int], target: int) -> tuple[bool, bool]:
+    """(won, episode over) of a formula submitted to verl-agent's gym_cards Points game (after RL4VLM): the
+    formula's tokens are the cards and operators, ``=`` ends the episode, and it wins when every card is used
+    and Python's ``eval`` of the joined tokens equals the target."""
+    import re
+
+    assert re.fullmatch(r"[\d+\-*/() ]+", formula)  # arithmetic only: eval is safe here
+    used = [int(n) for n in re.findall(r"\d+", formula)]
+    try:
+        value = eval(formula)  # noqa: S307 - their scoring, on a checked arithmetic string
+    except ZeroDivisionError:
+        return False, True
+    return sorted(used) == sorted(cards) and value == target, True
+
+
+def test_points_switches_reproduce_verl_agent_scoring_on_generated_formulas() -> None:
+    """notes/parity.md: with ``retry_wrong_formula=False, solvable_only=False, arithmetic="float"`` every
+    formula ends the episode and wins exactly when verl-agent's rules say so, over random hands (unsolvable
+    ones too) and right, altered and card-dropping formulas; ``8/(3-8/3)`` is the rounding case."""
+    rng = np.random.default_rng(0)
+    theirs = Points24Env(retry_wrong_formula=False, solvable_only=False, arithmetic="float")
+    ours = Points24Env()
+    cases = wins = 0
+    for seed in range(150):
+        theirs.reset(seed=seed)
+        cards = theirs.values
+        solution = theirs.solution() or "+".join(map(str, cards))
+        altered = solution.replace("*", "+", 1) if "*" in solution else solution.replace("+", "*", 1)
+        dropped = "*".join(map(str, cards[:3]))
+        shuffled = "*".join(map(str, rng.permutation(cards)))
+        for formula in (solution, altered, dropped, shuffled):
+            theirs.reset(seed=seed)
+            _, reward, terminated, truncated, info = theirs.step(formula)
+            won, over = verl_agent_points_outcome(formula, cards, 24)
+            assert (info["won"], terminated or truncated) == (won, over), (cards, formula)
+            assert reward == (1.0 if won else 0.0)
+            cases, wins = cases + 1, wins + won
+    assert cases == 600 and 50 < wins < 300
+    # the rounding case: exact arithmetic scores it, float (theirs) does not
+    for env, won in ((ours, True), (theirs, False)):
+        env.reset(seed=0)
+        env.cards = [Card("8"), Card("3"), Card("8"), Card("3")]
+        _, _, terminated, _, info = env.step("8/(3-8/3)")
+        assert info["won"] is won and terminated
+    assert verl_agent_points_outcome("8/(3-8/3)", [8, 3, 8, 3], 24) == (False, True)
+
+
+def test_unsolvable_hands_are_dealt_only_when_asked_and_a_wrong_formula_ends_the_episode_only_when_asked() -> None:
+    counts = {}
+    for solvable_only in (True, False):
+        env = Points24Env(solvable_only=solvable_only)
+        unsolvable = 0
+        for seed in range(300):
+            env.reset(seed=seed)
+            unsolvable += env.solution() is None
+        counts[solvable_only] = unsolvable
+    assert counts[True] == 0 and 40 < counts[False] < 150  # verl-agent: 178 of 600
+    for retry, over in ((True, False), (False, True)):
+        env = EZPointsEnv(max_steps=3, retry_wrong_formula=retry)
+        env.reset(seed=0)
+        a, b = env.values
+        wrong = f"{a}+{b}" if a + b != 12 else f"{a}*{b}"
+        assert env.step(wrong)[2] is over
+        env.reset(seed=0)
+        assert env.step(f"{a}+{b}+1")[2] is over  # an ill-formed use of the cards is a formula too ("=" pressed)
+        env.reset(seed=0)
+        assert env.step(None)[2] is False  # no formula read: nothing was submitted
+    with pytest.raises(ValueError, match="arithmetic must be one of"):
+        Points24Env(arithmetic="decimal")

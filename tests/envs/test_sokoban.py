@@ -90,6 +90,19 @@ def test_wall_bump_is_valid_and_changes_nothing() -> None:
     assert new_obs == obs
 
 
+def test_verl_agents_reset_quirk_scores_a_box_already_on_a_target_on_the_first_step_only_when_asked() -> None:
+    """notes/parity.md: gym-sokoban (verl-agent's) starts its boxes-on-target count at 0, so a level with a box
+    already on a target earns +1 on the first step whatever the move; later steps score real pushes only."""
+    level = "######\n#P_*_#\n#_X_O#\n#____#\n######"  # two boxes, one on a target
+    for zeroed, first in ((False, -0.1), (True, 0.9)):
+        env = SokobanEnv(dim_room=(5, 6), num_boxes=2, zero_boxes_on_target_at_reset=zeroed)
+        env.reset(seed=0, options={"level": level})
+        assert env.step("up")[1] == pytest.approx(first)  # into the wall: nothing moved
+        assert env.step("up")[1] == pytest.approx(-0.1)
+        assert env.step("right")[1] == pytest.approx(-0.1)
+        assert env.step("right")[1] == pytest.approx(-1.1)  # pushes the box off its target
+
+
 def test_truncation_at_max_steps() -> None:
     env = SokobanEnv(max_steps=3)
     env.reset(seed=1)

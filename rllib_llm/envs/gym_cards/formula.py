@@ -41,12 +41,19 @@ def _normalise(text: str, face_values: dict[str, int]) -> str:
     return re.sub(r"\b([AJQKajqk])\b", lambda m: str(face_values[m.group(1).upper()]), text)
 
 
-def _eval(node: ast.AST, allowed: tuple[type[ast.operator], ...], numbers: list[int]) -> Fraction:
+#: How a formula is computed: ``"exact"`` with fractions (``8/(3-8/3)`` is 24), ``"float"`` as Python's ``eval``
+#: does in verl-agent / RL4VLM (the same formula is 23.99999999999999 there, not 24).
+ARITHMETIC = {"exact": Fraction, "float": float}
+
+
+def _eval(
+    node: ast.AST, allowed: tuple[type[ast.operator], ...], numbers: list[int], number: type = Fraction
+) -> Fraction | float:
     if isinstance(node, ast.Constant) and type(node.value) is int:
         numbers.append(node.value)
-        return Fraction(node.value)
+        return number(node.value)
     if isinstance(node, ast.BinOp) and isinstance(node.op, allowed):
-        left, right = _eval(node.left, allowed, numbers), _eval(node.right, allowed, numbers)
+        left, right = _eval(node.left, allowed, numbers, number), _eval(node.right, allowed, numbers, number)
         if isinstance(node.op, ast.Add):
             return left + right
         if isinstance(node.op, ast.Sub):
@@ -68,8 +75,10 @@ def evaluate_formula(
     cards: Iterable[int],
     ops: str = "+-*/",
     face_values: dict[str, int] | None = None,
-) -> Fraction:
-    """Value of ``text`` if it is a formula over exactly ``cards`` with operators from ``ops``.
+    arithmetic: str = "exact",
+) -> Fraction | float:
+    """Value of ``text`` if it is a formula over exactly ``cards`` with operators from ``ops``, computed as
+    ``arithmetic`` says (:data:`ARITHMETIC`: a Fraction, or a float).
 
     A trailing ``= <number>`` is accepted and ignored (the value is what counts). Face letters
     (A, J, Q, K) are read with ``face_values``. Raises :class:`FormulaError` otherwise.
@@ -87,7 +96,7 @@ def evaluate_formula(
     except SyntaxError as e:
         raise FormulaError(f"not a formula: {e.msg}") from None
     numbers: list[int] = []
-    value = _eval(tree.body, tuple(OPS[o] for o in ops), numbers)
+    value = _eval(tree.body, tuple(OPS[o] for o in ops), numbers, ARITHMETIC[arithmetic])
     if sorted(numbers) != sorted(cards):
         raise FormulaError(
             f"use each card exactly once (cards: {sorted(cards)}, formula uses {sorted(numbers)})", numbers

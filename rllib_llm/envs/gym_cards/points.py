@@ -4,7 +4,14 @@ The whole formula is the action, so a correct answer ends the episode in one ste
 malformed, uses other numbers than the cards, or uses a forbidden operator is invalid (a no-op with
 ``is_action_valid=False``); a well-formed formula with the wrong value is valid, earns 0 and the player may
 try again. Either way the episode is truncated after ``max_steps``. As in RL4VLM, J/Q/K count as 10 by
-default (``face_cards_as_10=False`` makes them 11/12/13) and A is 1. Only solvable hands are dealt.
+default (``face_cards_as_10=False`` makes them 11/12/13) and A is 1. Only solvable hands are dealt, and
+formulas are computed exactly.
+
+verl-agent's rules (its gym_cards, after RL4VLM, builds the formula one card or operator per step and scores
+it when ``=`` is chosen), each a switch (notes/parity.md): ``retry_wrong_formula=False`` ends the episode on
+the first formula written, right, wrong or ill-formed (its ``=`` always ends it); ``solvable_only=False`` deals
+any hand (about 30 % of its 24 Points hands have no solution); ``arithmetic="float"`` computes as its Python
+``eval`` does (``8/(3-8/3)`` misses 24 by rounding).
 """
 
 from __future__ import annotations
@@ -16,7 +23,13 @@ import numpy as np
 from rllib_llm.envs import rendering
 from rllib_llm.envs.base import TextEnv
 from rllib_llm.envs.gym_cards import cards as cardlib
-from rllib_llm.envs.gym_cards.formula import FormulaError, card_overlap, evaluate_formula, find_solution
+from rllib_llm.envs.gym_cards.formula import (
+    ARITHMETIC,
+    FormulaError,
+    card_overlap,
+    evaluate_formula,
+    find_solution,
+)
 
 
 class CardFormulaEnv(TextEnv):
@@ -40,9 +53,17 @@ class CardFormulaEnv(TextEnv):
         face_cards_as_10: bool = True,
         success_reward: float = 1.0,
         image_obs: bool = False,
+        retry_wrong_formula: bool = True,
+        solvable_only: bool = True,
+        arithmetic: str = "exact",
     ) -> None:
         super().__init__()
+        if arithmetic not in ARITHMETIC:
+            raise ValueError(f"arithmetic must be one of {sorted(ARITHMETIC)}, got {arithmetic!r}")
         self.max_steps = max_steps
+        self.retry_wrong_formula = retry_wrong_formula
+        self.solvable_only = solvable_only
+        self.arithmetic = arithmetic
         self.face_cards_as_10 = face_cards_as_10
         self.success_reward = success_reward
         self.image_obs = image_obs
@@ -104,9 +125,9 @@ class CardFormulaEnv(TextEnv):
 
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[Any, dict]:
         super().reset(seed=seed)
-        while True:  # only solvable hands; almost every deal is for EZPoints, most for 24
+        while True:  # only solvable hands (unless solvable_only=False); almost every deal is for EZPoints, most for 24
             self.cards = cardlib.new_deck(self.np_random)[: self.NUM_CARDS]
-            if self.solution() is not None:
+            if not self.solvable_only or self.solution() is not None:
                 break
         self.steps, self.feedback, self.solved, self.card_overlap, self.well_formed = 0, "", False, 0.0, True
         self.task_description = f"Use the cards {cardlib.cards_text(self.cards)} to make {self.TARGET}."
@@ -118,7 +139,7 @@ class CardFormulaEnv(TextEnv):
         self.steps += 1
         reward, valid, self.card_overlap, self.well_formed = 0.0, True, 1.0, True
         try:
-            value = evaluate_formula(action, self.values, self.OPS, self._face_values())  # type: ignore[arg-type]
+            value = evaluate_formula(action, self.values, self.OPS, self._face_values(), self.arithmetic)  # type: ignore[arg-type]
         except FormulaError as e:
             valid, self.feedback = False, f"Invalid formula ({e})."
             # A well-formed formula over other numbers (the card check is its only fault) keeps its numbers.
@@ -126,19 +147,27 @@ class CardFormulaEnv(TextEnv):
             self.card_overlap = card_overlap(e.numbers, self.values) if e.numbers is not None else 0.0
         else:
             self.solved = value == self.TARGET
-            shown = str(value) if value.denominator == 1 else f"{value.numerator}/{value.denominator}"
             if self.solved:
                 reward, self.feedback = self.success_reward, f"Correct: {action.strip()} = {self.TARGET}."  # type: ignore[union-attr]
             else:
-                self.feedback = f"Your formula equals {shown}, not {self.TARGET}. Try again."
-        truncated = not self.solved and self.steps >= self.max_steps
-        return self._obs(), reward, self.solved, truncated, self._info(valid)
+                self.feedback = f"Your formula equals {_shown(value)}, not {self.TARGET}. Try again."
+        # verl-agent's "=": any formula ends the episode; a reply the parser could not read (None) is no formula.
+        terminated = self.solved or (not self.retry_wrong_formula and action is not None)
+        truncated = not terminated and self.steps >= self.max_steps
+        return self._obs(), reward, terminated, truncated, self._info(valid)
 
     def render(self) -> str:
         return cardlib.cards_text(self.cards)
 
     def render_rgb(self) -> np.ndarray:
         return cardlib.pad_to(cardlib.render_rows([list(self.cards)]), *self._image_shape)
+
+
+def _shown(value: Any) -> str:
+    """A formula's value as the feedback shows it: ``7``, ``17/3`` (exact) or ``23.99999999999999`` (float)."""
+    if isinstance(value, float):
+        return str(int(value)) if value.is_integer() else repr(value)
+    return str(value) if value.denominator == 1 else f"{value.numerator}/{value.denominator}"
 
 
 class EZPointsEnv(CardFormulaEnv):

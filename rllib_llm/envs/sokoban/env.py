@@ -8,7 +8,9 @@ Rewards follow gym-sokoban: -0.1 per step, +1 for pushing a box onto a target, -
 +10 once all boxes are on targets (the episode then terminates). Walking into a wall is a valid action that
 changes nothing; an unparseable action is a no-op with ``is_action_valid=False`` (the step still costs -0.1
 because time passed; the env runner adds its own invalid-action penalty). ``action_matching="substring"``
-reads actions as verl-agent does (notes/parity.md).
+reads actions as verl-agent does (notes/parity.md). ``zero_boxes_on_target_at_reset=True`` keeps gym-sokoban's
+reset quirk that verl-agent inherits (its count of boxes on targets starts at 0, so the first step of a level
+with a box already on a target earns +1 that no push earned).
 """
 
 from __future__ import annotations
@@ -70,8 +72,12 @@ class SokobanEnv(TextEnv):
         tile_size: int = 16,
         text_obs: bool = True,
         action_matching: str = "exact",
+        zero_boxes_on_target_at_reset: bool = False,
     ) -> None:
         super().__init__()
+        self.zero_boxes_on_target_at_reset = zero_boxes_on_target_at_reset
+        #: Boxes on targets as last scored: a step's box reward is the change from this count.
+        self.scored_boxes_on_target = 0
         if action_matching not in ACTION_MATCHING:
             raise ValueError(f"action_matching must be one of {ACTION_MATCHING}, got {action_matching!r}")
         self.action_matching = action_matching
@@ -157,6 +163,7 @@ class SokobanEnv(TextEnv):
                 self.np_random, self.dim_room, self.num_boxes, self.min_solution_length
             )
         self.steps = 0
+        self.scored_boxes_on_target = 0 if self.zero_boxes_on_target_at_reset else self.level.boxes_on_target
         self.task_description = "Push all boxes onto the targets."
         return self._obs(), self._info(True)
 
@@ -170,15 +177,17 @@ class SokobanEnv(TextEnv):
         valid = move in MOVES or (move == STILL and self.action_matching == "substring")
         reward = self.STEP_PENALTY
         if move in MOVES:
-            before = self.level.boxes_on_target
             self.level = self.level.move(move)
-            after = self.level.boxes_on_target
-            if after > before:
-                reward += self.BOX_ON_REWARD * (after - before)
-            elif after < before:
-                reward += self.BOX_OFF_PENALTY * (before - after)
-            if self.level.solved:
-                reward += self.FINISH_REWARD
+        # gym-sokoban's _calc_reward: +1 (or -1) once when the count of boxes on targets rose (fell) since the
+        # last step; one push moves one box, so only the reset quirk's first step can differ by more than one.
+        before, after = self.scored_boxes_on_target, self.level.boxes_on_target
+        if after > before:
+            reward += self.BOX_ON_REWARD
+        elif after < before:
+            reward += self.BOX_OFF_PENALTY
+        self.scored_boxes_on_target = after
+        if move in MOVES and self.level.solved:
+            reward += self.FINISH_REWARD
         terminated = self.level.solved
         truncated = not terminated and self.steps >= self.max_steps
         return self._obs(), reward, terminated, truncated, self._info(valid)
