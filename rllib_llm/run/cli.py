@@ -57,12 +57,14 @@ from rllib_llm.run.progress import (
     table_columns,
 )
 from rllib_llm.run.quiet import quiet_third_party_notices
-from rllib_llm.run.stopping import ITERATIONS, check_stop, stop_reason
+from rllib_llm.run.stopping import ITERATIONS, check_stop, learning_criteria, reached_criterion
 from rllib_llm.run.trajectory_recorder import record_trajectories
 
 logger = logging.getLogger("rllib_llm")
 
 PROGRESS_FILE = "progress.jsonl"
+#: The result ``--stop-reward`` stops on (RLlib's name for the mean episode return of the sampled episodes).
+STOP_REWARD_KEY = "env_runners/episode_return_mean"
 TRAJECTORIES_FILE = "trajectories.jsonl"
 SUMMARY_FILE = "summary.json"
 #: ``--checkpoint-every``'s default: a killed run loses at most this many iterations (a main-job save, 0.3 s,
@@ -321,6 +323,12 @@ def train_config(config: Any, stop: dict, args: argparse.Namespace, *, name: str
         raise UserError(f"{source}: {e}") from e
     if getattr(args, "time_budget_s", None):
         stop["time_total_s"] = float(args.time_budget_s)
+    if getattr(args, "stop_reward", None) is not None:
+        stop[STOP_REWARD_KEY] = float(args.stop_reward)
+    as_test = getattr(args, "as_test", False)
+    if as_test and not learning_criteria(stop):
+        raise UserError(f"--as-test needs a result the run must reach: {source}'s stop has none "
+                        f"({', '.join(stop) or 'empty'}); add --stop-reward R")
     iterations = args.iterations or int(stop.get(ITERATIONS, 10))
     if args.eval_seeds:
         config.evaluation(evaluation_num_seeds=args.eval_seeds)
@@ -358,6 +366,9 @@ def train_config(config: Any, stop: dict, args: argparse.Namespace, *, name: str
             restore(algo, resumed, trust=getattr(args, "trust_checkpoint", False))
         summary = _train_loop(algo, args, iterations, output, tracking, source, resumed, stop)
         status = "FINISHED"
+        if as_test and "learning_criterion_reached" not in summary:
+            criteria = ", ".join(f"{k} >= {v:g}" for k, v in learning_criteria(stop).items())
+            raise LearningNotAchieved(f"--as-test: {criteria} not reached (stopped {summary['stopped']})")
         return summary
     except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (`ray job stop`, a scheduler's preemption): see below
         status = "KILLED"
@@ -393,6 +404,11 @@ def interrupted_status(error: KeyboardInterrupt, prog: str) -> int:
         return 128 + signal.SIGTERM
     print(f"{prog}: interrupted (Ctrl-C): --resume continues from the last checkpoint", file=sys.stderr)
     return 128 + signal.SIGINT
+
+
+class LearningNotAchieved(Exception):
+    """``--as-test``: the run ended without reaching its stop criteria (exit status 1, as RLlib's example
+    scripts fail their ``check_learning_achieved``)."""
 
 
 class Terminated(KeyboardInterrupt):
@@ -554,11 +570,14 @@ def _train_loop(
             tracking.log_metrics(flatten_metrics(result), step=i + 1)
             bar.set_postfix(success=f"{values['success']:.2f}", valid=f"{values['valid']:.2f}")
             try:
-                reason = stop_reason(stop or {}, result)
+                reached = reached_criterion(stop or {}, result)
             except ValueError as e:
                 raise UserError(f"{source}: {e}") from e
-            if reason is not None:
+            if reached is not None:
+                key, reason = reached
                 summary["stopped"] = f"after iteration {i + 1}: {reason}"
+                if key in learning_criteria(stop or {}):
+                    summary["learning_criterion_reached"] = key
                 tqdm.write(f"Stopping {summary['stopped']}", file=sys.stdout)
                 break
             if args.checkpoint_every and (i + 1) % args.checkpoint_every == 0 and i + 1 < iterations:
@@ -609,6 +628,9 @@ def run_example(config: Any, stop: dict | None = None, argv: list[str] | None = 
     except USER_ERRORS as e:
         print(f"{parser.prog}: error: {one_line(str(e))}", file=sys.stderr)
         raise SystemExit(2) from e
+    except LearningNotAchieved as e:
+        print(f"{parser.prog}: {e}", file=sys.stderr)
+        raise SystemExit(1) from e
     except KeyboardInterrupt as e:
         raise SystemExit(interrupted_status(e, parser.prog)) from None
 
@@ -776,6 +798,11 @@ def add_train_options(p: argparse.ArgumentParser) -> None:
                    help="remote EnvRunners (RLlib's example-script flag: --set env_runners.num_env_runners=N)")
     p.add_argument("--num-learners", type=_at_least(0), default=None,
                    help="remote Learners (RLlib's example-script flag: --set learners.num_learners=N)")
+    p.add_argument("--stop-reward", type=float, default=None,
+                   help=f"also stop once {STOP_REWARD_KEY} reaches this (RLlib's example-script flag)")
+    p.add_argument("--as-test", action="store_true",
+                   help="exit with status 1 unless the run reached a stop criterion other than its iteration or "
+                        "time budget (RLlib's example-script flag; e.g. with --stop-reward)")
     p.add_argument("--time-budget-s", type=float, default=None,
                    help="also stop once training took this long (stop['time_total_s']); the final checkpoint "
                         "and evaluation still run")
@@ -905,6 +932,9 @@ def main(argv: list[str] | None = None) -> int:
     except USER_ERRORS as e:
         print(f"rllib-llm: error: {one_line(str(e))}", file=sys.stderr)
         return 2
+    except LearningNotAchieved as e:
+        print(f"rllib-llm: {e}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt as e:
         return interrupted_status(e, "rllib-llm")
     return 0

@@ -41,10 +41,20 @@ def result_value(result: Mapping[str, Any], key: str) -> Any:
     return node
 
 
-def stop_reason(stop: Mapping[str, float], result: Mapping[str, Any]) -> str | None:
-    """Why to stop after ``result`` ("<key> <value> >= <threshold>"), or None to go on. The iteration cap is
-    the caller's loop bound, not checked here. A key missing from the result is a ValueError: a misspelt
-    criterion would otherwise never stop the run."""
+#: Stop keys that bound the run's length rather than say what it must learn (``--as-test`` ignores them).
+BUDGET_KEYS = (ITERATIONS, "time_total_s")
+
+
+def learning_criteria(stop: Mapping[str, float]) -> dict[str, float]:
+    """The stop criteria a run reaches by learning (every key but :data:`BUDGET_KEYS`): what ``--as-test``
+    requires, as RLlib's example scripts require ``--stop-reward``."""
+    return {key: value for key, value in stop.items() if key not in BUDGET_KEYS}
+
+
+def reached_criterion(stop: Mapping[str, float], result: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(the key, "<key> <value> >= <threshold>") of the first criterion ``result`` reaches, or None to go on.
+    The iteration cap is the caller's loop bound, not checked here. A key missing from the result is a
+    ValueError: a misspelt criterion would otherwise never stop the run."""
     for key, threshold in stop.items():
         if key == ITERATIONS:
             continue
@@ -53,5 +63,11 @@ def stop_reason(stop: Mapping[str, float], result: Mapping[str, Any]) -> str | N
             top = ", ".join(sorted(result)[:20])
             raise ValueError(f"stop[{key!r}]: the results have no such entry (top-level entries: {top})")
         if isinstance(value, (int, float)) and not math.isnan(value) and value >= threshold:
-            return f"{key} {value:.4g} >= {threshold:g}"
+            return key, f"{key} {value:.4g} >= {threshold:g}"
     return None
+
+
+def stop_reason(stop: Mapping[str, float], result: Mapping[str, Any]) -> str | None:
+    """Why to stop after ``result`` (:func:`reached_criterion`'s text), or None to go on."""
+    reached = reached_criterion(stop, result)
+    return reached[1] if reached else None

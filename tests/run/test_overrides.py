@@ -70,3 +70,20 @@ def test_rllib_example_script_flags_are_accepted(tmp_path, capsys):
     config, stop = load_tuned_example(MAIN_JOB)
     train_config(config, stop, args, name="x", source=MAIN_JOB)
     assert config.num_env_runners == 2 and config.num_learners == 0
+
+
+def test_as_test_fails_a_run_that_did_not_reach_its_stop_reward_and_passes_one_that_did(tmp_path, capsys):
+    """RLlib's ``--as-test --stop-reward R``: exit 1 (one line) when the return never reached R, 0 when it did
+    (the run stops there); without a criterion to reach, a one-line error before anything trains."""
+    tiny = "tests/fixtures/tiny_numberline.py"
+    base = ["train", tiny, "--no-tracking", "--no-eval", "--checkpoint-every", "0", "--stop-iters", "2"]
+    assert main([*base, "--output", str(tmp_path / "none"), "--as-test"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--as-test needs a result the run must reach" in err
+    assert not (tmp_path / "none").exists()
+    assert main([*base, "--output", str(tmp_path / "high"), "--as-test", "--stop-reward", "100"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "--as-test: env_runners/episode_return_mean >= 100 not reached (stopped after iteration 2" in err
+    assert main([*base, "--output", str(tmp_path / "low"), "--as-test", "--stop-reward", "-100"]) == 0
+    assert "Stopping after iteration 1: env_runners/episode_return_mean" in capsys.readouterr().out
