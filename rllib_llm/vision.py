@@ -189,10 +189,19 @@ class HFVisionBackend(GenerationBackend):
     ``generate(prompts, params, images=...)``; without ``images`` it is a plain text LM call. Decoding is
     ``model.generate`` with a fresh generation config (no model defaults such as top-k), and log-probs come
     from its raw logits, so they are what :func:`vl_response_logprobs` recomputes.
+
+    The vision placeholders (:data:`VISION_TOKENS`) are never sampled: in a response, an ``<|image_pad|>`` is
+    an image slot without an image, and the Learner's forward over prompt + response then fails ("Image
+    features and image tokens do not match"; the tiny random model wrote them). Their probability is left in
+    the recorded log-probs (both sides score the full vocabulary), a bias of the mass a trained model puts on
+    input-only tokens.
     """
 
     def __init__(self, model: Any, tokenizer: Any) -> None:
         self.model, self.tokenizer = model, tokenizer
+        #: The placeholder ids the tokenizer knows, suppressed at sampling.
+        self.suppressed = [i for i in tokenizer.convert_tokens_to_ids(list(VISION_TOKENS))
+                           if i is not None and i != tokenizer.unk_token_id]  # fmt: skip
 
     def generate(
         self, prompts: list[list[int]], params: SamplingParams, images: Sequence[Sequence[np.ndarray]] | None = None
@@ -207,6 +216,7 @@ class HFVisionBackend(GenerationBackend):
             do_sample=not params.greedy, temperature=params.temperature, top_p=params.top_p, top_k=0,
             max_new_tokens=params.max_new_tokens, eos_token_id=None if params.ignore_eos else eos,
             pad_token_id=self.tokenizer.pad_token_id, output_logits=True, return_dict_in_generate=True,
+            suppress_tokens=self.suppressed or None,
         )  # fmt: skip
         with torch.no_grad(), torch.random.fork_rng(devices=[param.device] if param.device.type == "cuda" else []):
             if params.seed is not None:

@@ -94,6 +94,19 @@ def test_vl_generation_logprobs_match_the_learner_recomputation(tokenizer, devic
         assert grads and all("lora_" in n for n in grads)
 
 
+def test_vl_sampling_never_writes_an_image_placeholder(tokenizer):
+    """A response's ``<|image_pad|>`` would be an image slot without an image: the Learner's forward then fails
+    (sokoban_gigpo_vl.py with the tiny model did). Even a model that prefers the placeholders never samples them."""
+    model = build_tiny_vl_model(tokenizer)
+    pads = tokenizer.convert_tokens_to_ids(["<|image_pad|>", "<|vision_start|>"])
+    with torch.no_grad():
+        model.lm_head.weight[pads] = 0.0
+        model.lm_head.weight[pads, 0] = 1e4 * torch.sign(model.model.language_model.norm.weight[0])
+    prompts, images = [chat_prompt(tokenizer, "go", True)] * 4, [[image(28, 28, seed=s)] for s in range(4)]
+    for out in HFVisionBackend(model, tokenizer).generate(prompts, PARAMS.replace(max_new_tokens=6), images=images):
+        assert len(out.token_ids) == 6 and not set(out.token_ids) & set(pads)
+
+
 def test_vl_generation_stops_at_stop_strings_and_is_seeded(tokenizer):
     model = build_tiny_vl_model(tokenizer)
     backend = HFVisionBackend(model, tokenizer)

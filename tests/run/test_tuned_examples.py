@@ -145,3 +145,27 @@ def test_every_single_agent_tuned_example_plays_its_env(path):
         assert first_observation.splitlines()[0][:20] in prompt
     finally:
         runner.stop()
+
+
+def _tiny_model_for(path: str) -> str:
+    return "tiny-random-qwen2.5-vl" if path.endswith("_vl.py") else "tiny-random-llama"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", [p for p in EXAMPLES if not p.endswith("_tune.py")])
+def test_every_tuned_example_trains_one_iteration_as_a_script(path, tmp_path):
+    """``python tuned_examples/X.py --stop-iters 1`` (what ``ray job submit -- python tuned_examples/X.py``
+    runs) trains: one progress row with a Learner result, a checkpoint, exit 0. Each example at its own sizes,
+    env, prompts and algorithm; only the model is the tiny one (``--model``), since the real ones are not
+    installed here."""
+    import json
+    import subprocess
+
+    out = tmp_path / "run"
+    cmd = [sys.executable, path, "--stop-iters", "1", "--no-eval", "--no-tracking", "--checkpoint-every", "0",
+           "--model", _tiny_model_for(path), "--output", str(out)]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    [row] = [json.loads(line) for line in (out / "progress.jsonl").read_text().splitlines()]
+    assert row["iter"] == 1 and any(key.startswith("learners/") for key in row)
+    assert (out / "checkpoint").is_dir()
