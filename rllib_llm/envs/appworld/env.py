@@ -10,6 +10,9 @@ Setup (separate environment, as AppWorld pins its own dependencies): ``pip insta
 ``appworld install``, ``appworld download data``, ``appworld serve environment --port 9000``. Task ids come from
 ``task_ids=[...]`` or, with the appworld package installed here, from ``split`` ("train", "dev",
 "test_normal", "test_challenge") via ``appworld.task.load_task_ids``.
+
+Offline, ``server_url="standin"`` starts a small stand-in of that server for this env
+(:mod:`rllib_llm.envs.appworld.standin`: the same protocol, a handful of toy tasks, not AppWorld's benchmark).
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ from typing import Any, ClassVar
 from rllib_llm.envs.appworld.client import AppWorldClient
 from rllib_llm.envs.base import TextEnv
 
+#: ``server_url`` that starts :class:`~rllib_llm.envs.appworld.standin.StandInServer` for the env.
+STANDIN = "standin"
 _FENCE = re.compile(r"^\s*```(?:python|py)?\s*\n(.*?)\n?```\s*$", re.DOTALL)
 
 
@@ -71,6 +76,12 @@ class AppWorldEnv(TextEnv):
         timeout: float = 120.0,
     ) -> None:
         super().__init__()
+        self.standin = None
+        if server_url == STANDIN:  # one stand-in per env, as AppWorld serves one task world at a time
+            from rllib_llm.envs.appworld.standin import TASKS, StandInServer
+
+            self.standin = StandInServer().start()
+            server_url, task_ids = self.standin.url, list(task_ids or TASKS)
         self.client = AppWorldClient(server_url, timeout=timeout)
         self.task_ids = list(task_ids) if task_ids else load_split_task_ids(split)
         if not self.task_ids:
@@ -145,9 +156,14 @@ class AppWorldEnv(TextEnv):
         return self.obs, float(success), completed, truncated, info
 
     def close(self) -> None:
-        if self.task_id and not self.finished:
-            try:
-                self.client.close(self.task_id)
-            finally:
-                self.finished = True
+        try:
+            if self.task_id and not self.finished:
+                try:
+                    self.client.close(self.task_id)
+                finally:
+                    self.finished = True
+        finally:
+            if self.standin is not None:
+                self.standin.stop()
+                self.standin = None
         super().close()
