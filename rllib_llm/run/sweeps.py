@@ -229,6 +229,20 @@ def format_summary(summary: dict[str, Any], grid: dict[str, list]) -> str:
     return "\n".join(lines)
 
 
+def build_sweep_parser() -> argparse.ArgumentParser:
+    """The options of a tune example's ``__main__`` block (:func:`sweep_main`)."""
+    parser = argparse.ArgumentParser(description="Ray Tune grid sweep of a tuned example.")
+    parser.add_argument("--iterations", type=int, default=None, help="per trial (default stop['training_iteration'])")
+    parser.add_argument("--grid", action="append", default=[], help="FIELD=V1,V2 (replaces that field's values)")
+    parser.add_argument("--base", default=None, help="sweep this tuned example's config instead")
+    parser.add_argument("--storage", default="runs/tune", help="Tune's storage path (trial results)")
+    parser.add_argument("--name", default=None, help="experiment name (default: the example's)")
+    parser.add_argument("--max-concurrent", type=int, default=1, help="trials at once")
+    parser.add_argument("--tracking-uri", default=None, help="MLflow store, as for rllib-llm train")
+    parser.add_argument("--no-tracking", action="store_true", help="no MLflow runs")
+    return parser
+
+
 def sweep_main(config: Any, grid: dict[str, list], stop: dict | None = None, argv: list[str] | None = None) -> dict:
     """``python tuned_examples/<x>_tune.py [--iterations N] [--grid FIELD=V1,V2 ...] [--base EXAMPLE.py]``:
     the grid sweep of a tune example's ``__main__`` block. ``--base`` sweeps another tuned example's
@@ -238,15 +252,7 @@ def sweep_main(config: Any, grid: dict[str, list], stop: dict | None = None, arg
     from rllib_llm.run.cli import USER_ERRORS, init_ray, load_tuned_example, one_line
     from rllib_llm.run.tracking import TrackingError
 
-    parser = argparse.ArgumentParser(description="Ray Tune grid sweep of a tuned example.")
-    parser.add_argument("--iterations", type=int, default=None, help="per trial (default stop['training_iteration'])")
-    parser.add_argument("--grid", action="append", default=[], help="FIELD=V1,V2 (replaces that field's values)")
-    parser.add_argument("--base", default=None, help="sweep this tuned example's config instead")
-    parser.add_argument("--storage", default="runs/tune", help="Tune's storage path (trial results)")
-    parser.add_argument("--name", default=None, help="experiment name (default: the example's)")
-    parser.add_argument("--max-concurrent", type=int, default=1, help="trials at once")
-    parser.add_argument("--tracking-uri", default=None, help="MLflow store, as for rllib-llm train")
-    parser.add_argument("--no-tracking", action="store_true")
+    parser = build_sweep_parser()
     args = parser.parse_args(argv)
     try:
         if args.base:
