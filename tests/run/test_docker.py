@@ -29,11 +29,25 @@ def shell_commands(script: str) -> list[list[str]]:
     return [shlex.split(line) for line in lines if line.strip() and not line.lstrip().startswith(("#", "set "))]
 
 
-def test_cpu_image_runs_the_readme_install_script():
+def test_cpu_image_runs_the_readme_install_script_before_copying_the_code():
+    """Dependencies are installed from the package metadata before the code is copied (an edit does not
+    reinstall them), from torch's CPU index, and the embedded model is converted into the image."""
     steps = runs("Dockerfile.cpu")
-    assert any(step.split() == ["bash", "scripts/install_cpu.sh"] for step in steps), steps
-    copy = [args for instruction, args in instructions("Dockerfile.cpu") if instruction == "COPY"]
-    assert copy == [". ."]  # the script and requirements-cpu.txt are in the image
+    install = [i for i, step in enumerate(steps) if step.split() == ["bash", "scripts/install_cpu.sh"]]
+    assert install, steps
+    items = instructions("Dockerfile.cpu")
+    copies = [(i, args) for i, (instruction, args) in enumerate(items) if instruction == "COPY"]
+    run_install = next(i for i, (instruction, args) in enumerate(items) if args.split() == ["bash", "scripts/install_cpu.sh"])
+    whole = [i for i, args in copies if args == ". ."]
+    assert whole and whole[0] > run_install  # the code comes after the dependency layer
+    early = " ".join(args for i, args in copies if i < run_install).split()
+    for needed in ("setup.cfg", "pyproject.toml", "README.md", "requirements-cpu.txt", "scripts/install_cpu.sh",
+                   "rllib_llm/__init__.py"):
+        assert needed in early and (ROOT / needed).is_file(), needed
+    env = " ".join(args for instruction, args in items if instruction == "ENV")
+    assert "PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu" in env and "RLLIB_LLM_CACHE=" in env
+    assert any("load_causal_lm(EMBEDDED_MODEL)" in step for step in steps[install[0] + 1 :])
+    assert any(instruction == "VOLUME" and "runs" in args and "mlruns" in args for instruction, args in items)
     readme = (ROOT / "README.md").read_text()
     assert "bash scripts/install_cpu.sh && rllib-llm train tuned_examples/numberline_gigpo.py" in readme
 
