@@ -43,6 +43,16 @@ NUM_PROMPTS_TRUNCATED = "num_prompts_truncated"
 #: Prefix of a multi-agent result's per-agent sub-dict: ``agent_<id>``.
 AGENT_PREFIX = "agent_"
 
+# Where a train() result holds them: RLlib's ENV_RUNNER_RESULTS and LEARNER_RESULTS (ray.rllib.utils.metrics,
+# spelled here so that the CLI's progress table needs no RLlib import), and the Learner's own metrics.
+ENV_RUNNERS = "env_runners"
+LEARNERS = "learners"
+#: Learner metrics per module: the KL term (when ``kl_coeff > 0``) and the sampled tokens' entropy.
+KL = "kl"
+ENTROPY = "entropy"
+#: Learner metric: the share of episode groups whose advantages are all ~0 (every episode alike).
+UNINFORMATIVE_GROUP_FRACTION = "uninformative_group_fraction"
+
 
 def agent_metric_key(agent_id: str) -> str:
     """The result-dict key of an agent's metrics: ``env_runners/agent_<id>/...``."""

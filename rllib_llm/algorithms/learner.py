@@ -40,6 +40,8 @@ from rllib_llm.columns import (
     VALUE_TARGETS,
     VALUES,
 )
+from rllib_llm.metrics import ENTROPY as ENTROPY_METRIC
+from rllib_llm.metrics import KL
 from rllib_llm.rl_module import LLMRLModule
 
 
@@ -291,9 +293,9 @@ class LLMLearner(MsgpackCheckpointable, TorchLearner):
                                "pipeline needs ReferenceLogProbs (LLMConfig.build_learner_connector adds it)")
             kl = aggregate(kl_penalty(logp, batch[REF_LOGP], config.kl_estimator), mask, config.loss_agg_mode)
             loss = loss + config.kl_coeff * shares.agg * kl
-            stats["kl"] = kl.detach()
+            stats[KL] = kl.detach()
         entropy = aggregate(fwd_out[ENTROPY], mask, "token-mean")
-        stats["entropy"] = entropy.detach()
+        stats[ENTROPY_METRIC] = entropy.detach()
         if config.entropy_target is not None:
             coeff = self._entropy_bonus_coeff(module_id, config, entropy.detach(), shares.tokens)
             loss = loss - coeff * shares.tokens * entropy

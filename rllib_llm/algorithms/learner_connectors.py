@@ -69,10 +69,9 @@ from rllib_llm.columns import (
     VALID,
     VALUE_TARGETS,
 )
+from rllib_llm.metrics import UNINFORMATIVE_GROUP_FRACTION
 from rllib_llm.vision import image_columns
 
-#: Learner metric: the share of episode groups whose advantages are all ~0 (see uninformative_group_fraction).
-UNINFORMATIVE_GROUP_FRACTION = "uninformative_group_fraction"
 #: What estimators may need from the model, computed as step columns of these names before they run.
 NEED_VALUES = "values"
 NEED_REF_LOGP = REF_LOGP  # the Learner's column too (ReferenceLogProbs keeps it)

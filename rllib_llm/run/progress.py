@@ -7,7 +7,20 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from rllib_llm.metrics import AGENT_PREFIX
+from rllib_llm.metrics import (
+    AGENT_PREFIX,
+    ENTROPY,
+    ENV_RUNNERS,
+    EPISODE_RETURN_MEAN,
+    KL,
+    LEARNERS,
+    PROMPT_LENGTH_MEAN,
+    RESPONSE_LENGTH_MEAN,
+    SUCCESS_RATE,
+    TOKENS_PER_S,
+    UNINFORMATIVE_GROUP_FRACTION,
+    VALID_ACTION_RATE,
+)
 
 #: A module-id wildcard in a column path: the mean over the Learner's modules (``__all_modules__`` left out),
 #: so ``kl`` is ``default_policy``'s in single-agent runs and the modules' mean in multi-agent ones.
@@ -17,16 +30,16 @@ ALL_MODULES = "__all_modules__"
 Column = tuple[str, tuple[str, ...], str]
 COLUMNS: list[Column] = [
     ("iter", ("training_iteration",), "{:>4.0f}"),
-    ("success", ("env_runners", "success_rate"), "{:>7.2f}"),
-    ("valid", ("env_runners", "valid_action_rate"), "{:>5.2f}"),
-    ("return", ("env_runners", "episode_return_mean"), "{:>6.2f}"),
-    ("resp_len", ("env_runners", "response_length_mean"), "{:>8.1f}"),
-    ("prompt_len", ("env_runners", "prompt_length_mean"), "{:>10.1f}"),
-    ("kl", ("learners", EACH_MODULE, "kl"), "{:>7.4f}"),
-    ("entropy", ("learners", EACH_MODULE, "entropy"), "{:>7.3f}"),
+    ("success", (ENV_RUNNERS, SUCCESS_RATE), "{:>7.2f}"),
+    ("valid", (ENV_RUNNERS, VALID_ACTION_RATE), "{:>5.2f}"),
+    ("return", (ENV_RUNNERS, EPISODE_RETURN_MEAN), "{:>6.2f}"),
+    ("resp_len", (ENV_RUNNERS, RESPONSE_LENGTH_MEAN), "{:>8.1f}"),
+    ("prompt_len", (ENV_RUNNERS, PROMPT_LENGTH_MEAN), "{:>10.1f}"),
+    ("kl", (LEARNERS, EACH_MODULE, KL), "{:>7.4f}"),
+    ("entropy", (LEARNERS, EACH_MODULE, ENTROPY), "{:>7.3f}"),
     # Groups whose advantages were all 0 (every episode alike): near 1, the policy has stopped exploring.
-    ("no_signal", ("learners", "uninformative_group_fraction"), "{:>9.2f}"),
-    ("tok/s", ("env_runners", "generated_tokens_per_s"), "{:>6.1f}"),
+    ("no_signal", (LEARNERS, UNINFORMATIVE_GROUP_FRACTION), "{:>9.2f}"),
+    ("tok/s", (ENV_RUNNERS, TOKENS_PER_S), "{:>6.1f}"),
     ("time_s", ("time_this_iter_s",), "{:>6.1f}"),
 ]
 #: Per-agent columns of a multi-agent run, one set per ``env_runners/agent_<id>`` dict the env runner reports.
@@ -37,9 +50,9 @@ ASYNC_COLUMNS: list[Column] = [
 ]
 
 AGENT_COLUMNS: list[tuple[str, str]] = [
-    ("success", "success_rate"),
-    ("valid", "valid_action_rate"),
-    ("return", "episode_return_mean"),
+    ("success", SUCCESS_RATE),
+    ("valid", VALID_ACTION_RATE),
+    ("return", EPISODE_RETURN_MEAN),
 ]
 
 
@@ -82,12 +95,12 @@ def table_columns(result: dict[str, Any]) -> list[Column]:
     columns = list(COLUMNS)
     if "async_rollouts" in result:
         columns[-2:-2] = ASYNC_COLUMNS
-    runners = result.get("env_runners") or {}
+    runners = result.get(ENV_RUNNERS) or {}
     for key in sorted(k for k, v in runners.items() if isinstance(v, dict) and str(k).startswith(AGENT_PREFIX)):
         agent = str(key)[len(AGENT_PREFIX) :]
         for suffix, metric in AGENT_COLUMNS:
             title = f"{agent}:{suffix}"
-            columns.append((title, ("env_runners", key, metric), f"{{:>{max(5, len(header_label(title)))}.2f}}"))
+            columns.append((title, (ENV_RUNNERS, key, metric), f"{{:>{max(5, len(header_label(title)))}.2f}}"))
     return columns
 
 
@@ -96,7 +109,7 @@ def printed_columns(columns: list[Column]) -> list[Column]:
     (the per-agent ones say more, and a two-agent table would be ~190 characters wide); rows keep them all."""
     if not any(":" in title for title, _, _ in columns):
         return columns
-    aggregate = {title for _, metric in AGENT_COLUMNS for title, path, _ in COLUMNS if path == ("env_runners", metric)}
+    aggregate = {title for _, metric in AGENT_COLUMNS for title, path, _ in COLUMNS if path == (ENV_RUNNERS, metric)}
     return [column for column in columns if column[0] not in aggregate]
 
 
