@@ -59,8 +59,27 @@ logger = logging.getLogger(__name__)
 INSTALL_HINT = "pip install rllib-llm[gpu]  (or: pip install vllm)"
 
 
+#: vLLM notices a dense model's run cannot act on, dropped at their logger: (logger, start of the message).
+#: "Failed to import from vllm._moe_C_stable_libtorch" (kernels only mixture-of-experts models use) came 8
+#: times per run of a dense model on vLLM 0.24 (issue 46).
+VLLM_NOTICES = (("vllm.platforms.cuda", "Failed to import from vllm._moe_C_stable_libtorch"),)
+
+
+def quiet_vllm_notices() -> None:
+    """Installs a filter per :data:`VLLM_NOTICES` logger (once) in this process, before vLLM logs them."""
+    for name, start in VLLM_NOTICES:
+        logger_ = logging.getLogger(name)
+        if not any(getattr(f, "vllm_notice", None) == start for f in logger_.filters):
+            def drop(record: logging.LogRecord, start: str = start) -> bool:
+                return not record.getMessage().startswith(start)
+
+            drop.vllm_notice = start  # type: ignore[attr-defined]
+            logger_.addFilter(drop)
+
+
 def import_vllm() -> Any:
     """The vllm module, or an ImportError that says how to install it."""
+    quiet_vllm_notices()
     try:
         import vllm
     except ImportError as e:

@@ -356,3 +356,27 @@ def test_the_lora_swap_measurement_times_each_sync_of_new_adapters(fake_vllm, to
     after = [p.detach() for n, p in model.named_parameters() if "lora_B" in n]
     assert all(not torch.equal(a, b) for a, b in zip(after, before, strict=True))
     assert all(torch.equal(p.detach(), base[n]) for n, p in model.named_parameters() if "lora_B" not in n)
+
+
+def test_vllms_moe_kernel_notice_is_dropped_at_its_logger_and_other_records_pass(caplog):
+    """A dense model's run logged "Failed to import from vllm._moe_C_stable_libtorch" 8 times (issue 46);
+    import_vllm installs the filter before vLLM is imported, whether or not it is installed."""
+    import logging
+
+    from rllib_llm.generation.vllm import import_vllm
+
+    try:
+        import_vllm()
+    except ImportError:
+        pass  # no vLLM here: the filter is installed all the same
+    cuda = logging.getLogger("vllm.platforms.cuda")
+    with caplog.at_level(logging.WARNING):
+        cuda.warning("Failed to import from vllm._moe_C_stable_libtorch: ModuleNotFoundError(...)")
+        cuda.warning("Failed to import from vllm._C with ImportError(...)")  # a real problem: kept
+    assert [r.getMessage() for r in caplog.records] == ["Failed to import from vllm._C with ImportError(...)"]
+    filters = len(cuda.filters)
+    try:
+        import_vllm()
+    except ImportError:
+        pass
+    assert len(cuda.filters) == filters  # installed once
