@@ -167,5 +167,10 @@ def test_every_tuned_example_trains_one_iteration_as_a_script(path, tmp_path):
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
     [row] = [json.loads(line) for line in (out / "progress.jsonl").read_text().splitlines()]
-    assert row["iter"] == 1 and any(key.startswith("learners/") for key in row)
-    assert (out / "checkpoint").is_dir()
+    assert row["iter"] == 1 and (out / "checkpoint").is_dir()
+    if "num_groups_trained" in row and row["num_groups_trained"] == 0:
+        # dynamic sampling (DAPO, dynamic GiGPO): the tiny model's groups all fail alike, none is informative,
+        # so after its resampling rounds the iteration trains nothing and says so
+        assert row["dynamic_sampling_rounds"] >= 1 and row["informative_group_fraction"] == 0
+    else:
+        assert any(key.startswith("learners/") for key in row)
