@@ -136,8 +136,13 @@ def train_with_kills(run_dir: Path, uri: str, rng: random.Random, window_s: floa
 
 
 def progress(run_dir: Path) -> list[dict]:
+    """The table's columns of each row (per-agent ones included), wall-clock ones left out; the rows' other
+    metrics (Tune's names: timers, throughputs, timestamps, the pid) are mostly wall-clock or per process."""
+    from rllib_llm.run.progress import COLUMNS
+
+    table = {title for title, _, _ in COLUMNS} - set(VOLATILE)
     rows = [json.loads(line) for line in (run_dir / "progress.jsonl").read_text().splitlines()]
-    return [{k: v for k, v in row.items() if k not in VOLATILE} for row in rows]
+    return [{k: v for k, v in row.items() if k in table or ":" in k} for row in rows]
 
 
 def final_state(run_dir: Path) -> dict:
