@@ -53,33 +53,22 @@ from rllib_llm.generation.vllm_weights import (
     load_engine_weights_ipc,
     normalize_weight_names,
 )
+from rllib_llm.log_notices import drop_notices
 
 logger = logging.getLogger(__name__)
 
 INSTALL_HINT = "pip install rllib-llm[gpu]  (or: pip install vllm)"
 
 
-#: vLLM notices a dense model's run cannot act on, dropped at their logger: (logger, start of the message).
+#: vLLM notices a dense model's run cannot act on, dropped at their logger (:func:`drop_notices`):
 #: "Failed to import from vllm._moe_C_stable_libtorch" (kernels only mixture-of-experts models use) came 8
 #: times per run of a dense model on vLLM 0.24 (issue 46).
-VLLM_NOTICES = (("vllm.platforms.cuda", "Failed to import from vllm._moe_C_stable_libtorch"),)
-
-
-def quiet_vllm_notices() -> None:
-    """Installs a filter per :data:`VLLM_NOTICES` logger (once) in this process, before vLLM logs them."""
-    for name, start in VLLM_NOTICES:
-        logger_ = logging.getLogger(name)
-        if not any(getattr(f, "vllm_notice", None) == start for f in logger_.filters):
-            def drop(record: logging.LogRecord, start: str = start) -> bool:
-                return not record.getMessage().startswith(start)
-
-            drop.vllm_notice = start  # type: ignore[attr-defined]
-            logger_.addFilter(drop)
+VLLM_NOTICES = {"vllm.platforms.cuda": ("Failed to import from vllm._moe_C_stable_libtorch",)}
 
 
 def import_vllm() -> Any:
-    """The vllm module, or an ImportError that says how to install it."""
-    quiet_vllm_notices()
+    """The vllm module, or an ImportError that says how to install it (its :data:`VLLM_NOTICES` dropped first)."""
+    drop_notices(VLLM_NOTICES)
     try:
         import vllm
     except ImportError as e:

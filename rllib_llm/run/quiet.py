@@ -14,7 +14,7 @@ disabled"). What each dropped notice meant:
 
 from __future__ import annotations
 
-import logging
+from rllib_llm.log_notices import drop_notices
 
 #: logger name -> starts of the messages dropped from it.
 NOTICES: dict[str, tuple[str, ...]] = {
@@ -24,23 +24,9 @@ NOTICES: dict[str, tuple[str, ...]] = {
 }
 
 
-class DropNotices(logging.Filter):
-    """Drops the records whose message starts with one of ``starts``."""
-
-    def __init__(self, starts: tuple[str, ...]) -> None:
-        super().__init__()
-        self.starts = starts
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not record.getMessage().startswith(self.starts)
-
-
 def quiet_third_party_notices() -> None:
     """Installs the filters of :data:`NOTICES` (once per logger) and turns transformers' progress bars off."""
-    for name, starts in NOTICES.items():
-        logger = logging.getLogger(name)
-        if not any(isinstance(f, DropNotices) for f in logger.filters):
-            logger.addFilter(DropNotices(starts))
+    drop_notices(NOTICES)
     from transformers.utils import logging as transformers_logging
 
     transformers_logging.disable_progress_bar()

@@ -6,7 +6,8 @@ import logging
 
 import pytest
 
-from rllib_llm.run.quiet import NOTICES, DropNotices, quiet_third_party_notices
+from rllib_llm.log_notices import DropNotices
+from rllib_llm.run.quiet import NOTICES, quiet_third_party_notices
 
 
 class Collect(logging.Handler):
@@ -70,3 +71,19 @@ def test_transformers_progress_bars_are_off():
     transformers_logging.enable_progress_bar()
     quiet_third_party_notices()
     assert not transformers_logging.is_progress_bar_enabled()
+
+
+def test_a_second_set_of_notices_for_one_logger_extends_its_filter(collect):
+    """The CLI's notices and a backend's (vLLM's) share one mechanism: a logger keeps one filter, whose
+    message starts grow when another set names the same logger."""
+    from rllib_llm.log_notices import drop_notices
+
+    name = "rllib_llm.tests.notices"
+    handler = collect(name)
+    drop_notices({name: ("first notice",)})
+    drop_notices({name: ("second notice", "first notice")})
+    logger = logging.getLogger(name)
+    for message in ("first notice here", "second notice here", "a real warning"):
+        logger.warning(message)
+    assert handler.messages == ["a real warning"]
+    assert [f.starts for f in logger.filters if isinstance(f, DropNotices)] == [("first notice", "second notice")]
