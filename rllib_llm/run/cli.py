@@ -35,6 +35,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from rllib_llm.metrics import ENV_RUNNERS, EPISODE_RETURN_MEAN
 from rllib_llm.run.checkpoints import (
     CheckpointError,
     ResumePoint,
@@ -64,7 +65,7 @@ logger = logging.getLogger("rllib_llm")
 
 PROGRESS_FILE = "progress.jsonl"
 #: The result ``--stop-reward`` stops on (RLlib's name for the mean episode return of the sampled episodes).
-STOP_REWARD_KEY = "env_runners/episode_return_mean"
+STOP_REWARD_KEY = f"{ENV_RUNNERS}/{EPISODE_RETURN_MEAN}"
 TRAJECTORIES_FILE = "trajectories.jsonl"
 SUMMARY_FILE = "summary.json"
 #: ``--checkpoint-every``'s default: a killed run loses at most this many iterations (a main-job save, 0.3 s,
@@ -562,12 +563,12 @@ def _train_loop(
             if columns is None:
                 columns = printed_columns(table_columns(result))
                 tqdm.write(header(columns), file=sys.stdout)
-            values = row_values(result)
+            values, metrics = row_values(result), flatten_metrics(result)
             tqdm.write(format_row(values, columns), file=sys.stdout)
             sys.stdout.flush()
-            progress.write(json.dumps(progress_row(result, time.time())) + "\n")
+            progress.write(json.dumps(progress_row(values, metrics, time.time())) + "\n")
             progress.flush()
-            tracking.log_metrics(flatten_metrics(result), step=i + 1)
+            tracking.log_metrics(metrics, step=i + 1)
             bar.set_postfix(success=f"{values['success']:.2f}", valid=f"{values['valid']:.2f}")
             try:
                 reached = reached_criterion(stop or {}, result)

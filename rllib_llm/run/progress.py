@@ -152,14 +152,14 @@ def flatten_metrics(result: dict[str, Any], prefix: str = "") -> dict[str, float
     return flat
 
 
-def progress_row(result: dict[str, Any], wall_time: float) -> dict[str, float | None]:
-    """One line of ``progress.jsonl``: the table's cells by their titles (every column of this result, also
-    agents the printed table has none for), then every scalar metric of the iteration under Tune's names
-    (:func:`flatten_metrics`: ``learners/default_policy/policy_loss``, ``env_runners/weight_sync_s``, ...), so
-    what reaches a tracker is also in the run folder. NaN (a metric with no data this iteration, e.g. an
-    agent that never acted) is written as null: strict JSON."""
-    cells = {k: None if math.isnan(v) else v for k, v in row_values(result).items()}
-    return {**cells, **flatten_metrics(result), "wall_time": wall_time}
+def progress_row(values: dict[str, float], metrics: dict[str, float], wall_time: float) -> dict[str, float | None]:
+    """One line of ``progress.jsonl``: the table's cells by their titles (``values``: :func:`row_values`, every
+    column of the result, also agents the printed table has none for), then every scalar metric of the
+    iteration under Tune's names (``metrics``: :func:`flatten_metrics`, ``learners/default_policy/policy_loss``,
+    ``env_runners/weight_sync_s``, ...), so what reaches a tracker is also in the run folder. NaN (a metric
+    with no data this iteration, e.g. an agent that never acted) is written as null: strict JSON."""
+    cells = {k: None if math.isnan(v) else v for k, v in values.items()}
+    return {**cells, **metrics, "wall_time": wall_time}
 
 
 # --- sampled trajectories (trajectories.jsonl) ------------------------------------------------------

@@ -65,9 +65,3 @@ def reached_criterion(stop: Mapping[str, float], result: Mapping[str, Any]) -> t
         if isinstance(value, (int, float)) and not math.isnan(value) and value >= threshold:
             return key, f"{key} {value:.4g} >= {threshold:g}"
     return None
-
-
-def stop_reason(stop: Mapping[str, float], result: Mapping[str, Any]) -> str | None:
-    """Why to stop after ``result`` (:func:`reached_criterion`'s text), or None to go on."""
-    reached = reached_criterion(stop, result)
-    return reached[1] if reached else None

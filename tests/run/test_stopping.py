@@ -5,7 +5,7 @@ import json
 import pytest
 
 from rllib_llm.run.cli import main
-from rllib_llm.run.stopping import check_stop, result_value, stop_reason
+from rllib_llm.run.stopping import check_stop, learning_criteria, reached_criterion, result_value
 
 RESULT = {"training_iteration": 3, "time_total_s": 12.5, "env_runners": {"success_rate": 0.75, "agent_a": {"x": 1}}}
 
@@ -18,16 +18,20 @@ def test_nested_keys_are_joined_by_slashes():
 
 
 def test_the_first_reached_threshold_is_the_reason_and_the_iteration_cap_is_left_to_the_loop():
-    assert stop_reason({"training_iteration": 1, "time_total_s": 20.0}, RESULT) is None
-    assert stop_reason({"time_total_s": 12.5}, RESULT) == "time_total_s 12.5 >= 12.5"
-    assert stop_reason({"time_total_s": 99.0, "env_runners/success_rate": 0.7}, RESULT) == (
-        "env_runners/success_rate 0.75 >= 0.7"
+    assert reached_criterion({"training_iteration": 1, "time_total_s": 20.0}, RESULT) is None
+    assert reached_criterion({"time_total_s": 12.5}, RESULT) == ("time_total_s", "time_total_s 12.5 >= 12.5")
+    assert reached_criterion({"time_total_s": 99.0, "env_runners/success_rate": 0.7}, RESULT) == (
+        "env_runners/success_rate", "env_runners/success_rate 0.75 >= 0.7"
     )
+    # what --as-test requires: the criteria other than the run's iteration and time budget
+    assert learning_criteria({"training_iteration": 1, "time_total_s": 9.0, "env_runners/success_rate": 0.7}) == {
+        "env_runners/success_rate": 0.7
+    }
 
 
 def test_a_misspelt_criterion_is_an_error_not_a_run_that_never_stops():
     with pytest.raises(ValueError, match="env_runners/succes_rate"):
-        stop_reason({"env_runners/succes_rate": 0.9}, RESULT)
+        reached_criterion({"env_runners/succes_rate": 0.9}, RESULT)
 
 
 @pytest.mark.parametrize(
