@@ -26,7 +26,8 @@ def commands(block: str) -> list[list[str]]:
             continue
         for part in line.split("&&"):
             words = shlex.split(part.replace("...", "X"))
-            words = [w for w in words if "=" not in w or w.startswith("-")] if words and "=" in words[0] else words
+            while words and re.fullmatch(r"[A-Z_][A-Z0-9_]*=\S*", words[0]):  # `VAR=value command ...`
+                words = words[1:]
             if words:
                 out.append(words)
     return out
