@@ -87,8 +87,8 @@ def run(args: argparse.Namespace) -> None:
     import ray
     import torch
 
+    from rllib_llm.core.models import load_causal_lm, load_tokenizer
     from rllib_llm.metrics import episode_success
-    from rllib_llm.models import load_causal_lm, load_tokenizer
 
     on_gpu = torch.cuda.is_available()
     out = Path(args.out)

@@ -55,7 +55,7 @@ def main_job_iteration_s() -> float | None:
 
 
 def main() -> None:
-    from rllib_llm.rl_module import LLMRLModule
+    from rllib_llm.core.rl_module import LLMRLModule
     from rllib_llm.run.checkpoints import save_checkpoint
     from rllib_llm.run.cli import DEFAULT_CHECKPOINT_EVERY
 

@@ -41,8 +41,8 @@ from benchmarks._common import (  # noqa: E402
 )
 from rllib_llm.algorithms import GiGPOConfig  # noqa: E402
 from rllib_llm.columns import PROMPT
+from rllib_llm.core.single_agent_env_runner import LLMEnvRunner
 from rllib_llm.env_connectors import ChatPromptBuilder, FullHistoryMemory, Memory, SlidingWindowMemory  # noqa: E402
-from rllib_llm.env_runner import LLMEnvRunner
 from rllib_llm.generation import GenerationBackend, GenerationOutput, SamplingParams  # noqa: E402
 
 NAME = "context_growth"

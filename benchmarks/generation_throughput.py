@@ -79,7 +79,7 @@ class NullTokenizer:
 
 def build(args: argparse.Namespace, device: torch.device, dtype: torch.dtype):
     if args.model:
-        from rllib_llm.models import load_causal_lm, load_tokenizer
+        from rllib_llm.core.models import load_causal_lm, load_tokenizer
 
         tokenizer = load_tokenizer(args.model)
         model = load_causal_lm({"name_or_path": args.model}, tokenizer)
@@ -256,7 +256,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--size", choices=sorted(SIZES), default="smollm2-135m", help="random model of this shape")
-    parser.add_argument("--model", help="load this model (rllib_llm.models name / HF id / path) instead")
+    parser.add_argument("--model", help="load this model (rllib_llm.core.models name / HF id / path) instead")
     parser.add_argument("--dtype", choices=["bfloat16", "float16", "float32"], help="default: bf16 on GPU, fp32 on CPU")
     parser.add_argument("--batch-sizes", default="8,64,256")
     parser.add_argument("--methods", default="generate,eager,static,graph", help="of generate, eager, static, graph")

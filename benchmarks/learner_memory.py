@@ -63,7 +63,7 @@ def use_tree_before(chunked: bool, fused: bool) -> None:
     """Puts the one-pass LM head and the unfused AdamW of the tree before back (``chunked``/``fused`` False)
     or this tree's (True): the two functions the Learner asks, replaced where they are looked up."""
     import rllib_llm.algorithms.learner as learner
-    import rllib_llm.rl_module as rl_module
+    import rllib_llm.core.rl_module as rl_module
     import rllib_llm.token_forward as token_forward
 
     original = getattr(use_tree_before, "original", None)
@@ -196,7 +196,7 @@ def main(argv: list[str] | None = None) -> None:
     import ray
     import torch
 
-    from rllib_llm.models import load_causal_lm, load_tokenizer
+    from rllib_llm.core.models import load_causal_lm, load_tokenizer
 
     if not torch.cuda.is_available() and not args.dry_run:
         raise SystemExit("learner_memory.py measures GPU memory: run it on a machine with a CUDA GPU (or --dry-run)")

@@ -196,7 +196,7 @@ def main(argv: list[str] | None = None) -> None:
     import torch
     from ray.rllib.core import DEFAULT_MODULE_ID
 
-    from rllib_llm.models import load_causal_lm, load_tokenizer
+    from rllib_llm.core.models import load_causal_lm, load_tokenizer
 
     load_causal_lm(args.model, load_tokenizer(args.model))  # the GGUF converted once, outside the timings
     own_ray = not ray.is_initialized()

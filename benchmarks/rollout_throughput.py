@@ -41,7 +41,7 @@ from benchmarks._common import (  # noqa: E402
     write_results,
 )
 from rllib_llm.columns import RESPONSE  # noqa: E402
-from rllib_llm.env_runner import LLMEnvRunner
+from rllib_llm.core.single_agent_env_runner import LLMEnvRunner
 from rllib_llm.generation import GenerationBackend, GenerationOutput, SamplingParams  # noqa: E402
 from rllib_llm.generation.vllm import import_vllm, sampling_kwargs, tokens_prompt  # noqa: E402
 

@@ -46,7 +46,7 @@ def measure(envs: list[int], repeats: int) -> dict[str, Any]:
         def update_weights(self, state: dict[str, Any]) -> None:
             pass
 
-    from rllib_llm.env_runner import LLMEnvRunner
+    from rllib_llm.core.single_agent_env_runner import LLMEnvRunner
 
     config, _ = load_tuned_example(Path(os.getcwd()) / "tuned_examples" / "numberline_gigpo.py")
     config = config.copy(copy_frozen=False).group_rollouts(group_size=1, num_groups=1, max_episode_steps=6)

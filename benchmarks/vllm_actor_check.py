@@ -36,7 +36,7 @@ VARIANTS = {
 
 
 def make_model(folder: Path) -> None:
-    from rllib_llm.models import TINY_MODEL, build_tiny_model, load_tokenizer
+    from rllib_llm.core.models import TINY_MODEL, build_tiny_model, load_tokenizer
 
     tokenizer = load_tokenizer(TINY_MODEL)
     model = build_tiny_model(tokenizer, hidden_size=128, intermediate_size=256, num_attention_heads=4, head_dim=32)

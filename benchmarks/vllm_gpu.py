@@ -190,8 +190,8 @@ def measure_lora(out: Path, results: dict, keys: tuple[str, ...] = ("smollm2_135
     base, one engine at a time (``keys``: which of the two)."""
     import torch
 
+    from rllib_llm.core.models import apply_lora, load_causal_lm, load_tokenizer
     from rllib_llm.generation import make_backend
-    from rllib_llm.models import apply_lora, load_causal_lm, load_tokenizer
     from rllib_llm.run.cli import load_tuned_example
 
     spec = load_tuned_example(ROOT / "tuned_examples" / "numberline_gigpo.py")[0].llm_model["lora"]
@@ -238,8 +238,8 @@ def time_syncs(backend: Any, model: Any, modes: tuple[str, ...], repeats: int = 
 def measure_135m(out: Path, results: dict, sections: list[str]) -> None:
     import torch
 
+    from rllib_llm.core.models import load_causal_lm, load_tokenizer
     from rllib_llm.generation import make_backend
-    from rllib_llm.models import load_causal_lm, load_tokenizer
 
     tokenizer = load_tokenizer(MODEL)
     model = load_causal_lm(MODEL, tokenizer).to("cuda", torch.bfloat16).eval()
@@ -768,7 +768,7 @@ def main() -> None:
     elif args.step == "train":
         train(args.runs, args.budget_s, args.iterations, args.detach, args.stagger_s)
     elif args.step == "qwen15":  # the folder for rollout_throughput.py --model (issue 23's 1.5B throughput)
-        from rllib_llm.models import load_tokenizer
+        from rllib_llm.core.models import load_tokenizer
 
         qwen15_model(load_tokenizer(args.tokenizer))
         print(WORK / "qwen15")

@@ -5,8 +5,8 @@ Left padding (:func:`left_pad`), positions from the attention mask (:func:`posit
 forward that runs the prompt prefix every row shares once (:func:`prefill_shared_prefix`), log-probs under
 softmax(logits / T) (:func:`token_logprobs`) and the Learner's per-token log-probs of the responses
 (:func:`response_logprobs`, one row: :func:`one_response_logprobs`). The ``hf`` backend, the vision backend and the RLModule all use these, so a
-change of layout cannot make one side drift from the other (tests/test_rl_module.py and
-tests/test_vision.py check the equality).
+change of layout cannot make one side drift from the other (tests/core/test_rl_module.py and
+tests/core/test_vision.py check the equality).
 
 Memory: the Learner never holds full-vocabulary logits for a whole minibatch. The decoder's last hidden
 states go through the LM head in chunks of at most :data:`LOGITS_CHUNK_ELEMENTS` logits
@@ -17,14 +17,40 @@ states go through the LM head in chunks of at most :data:`LOGITS_CHUNK_ELEMENTS`
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 import torch.utils.checkpoint
 
-from rllib_llm.generation.base import MIN_SHARED_PREFIX, shared_prefix_length
-from rllib_llm.generation.static import forward_signature
+#: Below this many shared leading prompt tokens, a separate prefix pass is not worth it.
+MIN_SHARED_PREFIX = 16
+
+
+def shared_prefix_length(prompts: list[list[int]]) -> int:
+    """Length of the token prefix all prompts share (system prompt, in-context examples): computed once
+    and broadcast by the ``hf`` backend's prefill and by the Learner's forward pass."""
+    if not prompts:
+        return 0
+    first, n = prompts[0], min(len(p) for p in prompts)
+    for other in prompts[1:]:
+        k = 0
+        while k < n and other[k] == first[k]:
+            k += 1
+        n = k
+    return n
+
+
+def forward_signature(model: torch.nn.Module) -> tuple[str, bool]:
+    """(name of the cache keyword, whether ``cache_position`` is accepted) of the underlying HF model.
+
+    transformers 5.x before 5.24 (and 4.x) call it ``past_key_values``; 5.24 renamed it ``cache``. An
+    unknown keyword would be swallowed by ``**kwargs`` and silently decode without a cache, so ask.
+    """
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    params = inspect.signature(base.forward).parameters
+    return ("cache" if "cache" in params else "past_key_values"), "cache_position" in params
 
 
 def left_pad(prompts: list[list[int]], pad_id: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:

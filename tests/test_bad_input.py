@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rllib_llm.models import load_causal_lm, load_tokenizer
+from rllib_llm.core.models import load_causal_lm, load_tokenizer
 from rllib_llm.run.cli import main, one_line
 from tests.conftest import tiny_config
 

@@ -9,7 +9,7 @@ last 2 steps in memory. 8 groups x 8 envs per iteration; GiGPO with a small KL t
 The EnvRunner samples through ``HFVisionBackend`` (eager ``model.generate``) in bf16; the Learner keeps
 float32 weights (bf16 would round most Adam steps away) on the same GPU, with gradient checkpointing. Each
 step records its prompt ids with the image tokens expanded; the Learner re-reads the image from the episode's
-observation. Not yet run on a GPU; tests/test_vl_training.py trains it for one iteration on the CPU
+observation. Not yet run on a GPU; tests/core/test_vl_training.py trains it for one iteration on the CPU
 with a tiny random Qwen2.5-VL swapped in.
 """
 

@@ -31,7 +31,7 @@ from rllib_llm.algorithms.async_rollouts import GroupQueue
 from rllib_llm.algorithms.dynamic_sampling import is_informative
 from rllib_llm.algorithms.sharding import NotEnoughGroupsError, learner_update_data
 from rllib_llm.checkpoint_files import MsgpackCheckpointable, read_checkpoint_state, write_checkpoint
-from rllib_llm.group_env_runner import component_requested
+from rllib_llm.core.group_env_runner import component_requested
 from rllib_llm.metrics import flat_stats, rollout_stats
 
 logger = logging.getLogger(__name__)
@@ -224,7 +224,7 @@ class LLMAlgorithm(MsgpackCheckpointable, Algorithm):
         """RLlib's restore of restarted EnvRunners, completed for ours. RLlib copies the local runner's state
         into a restored one: not weights (our runners' ``get_state`` leaves them out unless asked) and the local
         runner's seed RNG and rollout counter. So each restored runner also gets a seed stream and group ids of
-        its own (:meth:`~rllib_llm.group_env_runner.GroupEnvRunner.continue_after_restart`) and the Learner's
+        its own (:meth:`~rllib_llm.core.group_env_runner.GroupEnvRunner.continue_after_restart`) and the Learner's
         weights: lock-step, pushed now (it missed the broadcasts while it was down, and would sample with its
         initial weights); asynchronous, the state server's handle again (as IMPALA re-shares it), which it
         pulls the newest weights from."""

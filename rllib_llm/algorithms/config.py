@@ -39,11 +39,11 @@ from rllib_llm.algorithms.learner_connectors import (
     shaping_connectors,
 )
 from rllib_llm.algorithms.losses import KL_ESTIMATORS, LOSS_AGG_MODES, POLICY_LOSSES
+from rllib_llm.core.models import ModelSpec, check_model_location
 from rllib_llm.env_connectors import default_env_to_module, default_module_to_env
 from rllib_llm.envs.base import HELD_OUT_SEED_OFFSET
 from rllib_llm.envs.registry import env_config_errors, env_name_errors
 from rllib_llm.generation import BACKENDS, SamplingParams
-from rllib_llm.models import ModelSpec, check_model_location
 
 #: invalid_action_penalty_mode values (see LLMConfig.__init__).
 PENALTY_MODES = ("reward", "row")
@@ -72,7 +72,7 @@ class LLMConfig(AlgorithmConfig):
 
     def __init__(self, algo_class=None) -> None:
         from rllib_llm.algorithms.algorithm import LLMAlgorithm
-        from rllib_llm.env_runner import LLMEnvRunner
+        from rllib_llm.core.single_agent_env_runner import LLMEnvRunner
 
         super().__init__(algo_class=algo_class or LLMAlgorithm)
         # RLlib plumbing: our EnvRunner in-process by default (2-core machines), our connectors only.
@@ -418,7 +418,7 @@ class LLMConfig(AlgorithmConfig):
 
     def env_name_errors(self) -> list[str]:
         """An env name that is not registered (one line, with the closest names), found before Ray starts."""
-        from rllib_llm.multi_agent.pettingzoo_adapter import registered_multi_agent_envs
+        from rllib_llm.envs.multi_agent.pettingzoo_adapter import registered_multi_agent_envs
 
         return env_name_errors(self.env, registered_multi_agent_envs())
 
@@ -618,7 +618,7 @@ class LLMConfig(AlgorithmConfig):
     # --- RLlib hooks ---------------------------------------------------------------------------------
 
     def get_default_rl_module_spec(self) -> RLModuleSpec:
-        from rllib_llm.rl_module import LLMRLModule
+        from rllib_llm.core.rl_module import LLMRLModule
 
         return RLModuleSpec(
             module_class=LLMRLModule,

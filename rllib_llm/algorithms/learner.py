@@ -40,9 +40,9 @@ from rllib_llm.columns import (
     VALUE_TARGETS,
     VALUES,
 )
+from rllib_llm.core.rl_module import LLMRLModule
 from rllib_llm.metrics import ENTROPY as ENTROPY_METRIC
 from rllib_llm.metrics import KL
-from rllib_llm.rl_module import LLMRLModule
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ it when registered; :class:`ComputeAdvantages` then runs those forward passes (n
 
 Vision-language steps (recorded with ``num_images``) also carry the image their prompt showed, re-read from
 the episode's observation at that step (the ``images`` step column); the token batch then holds the
-``images`` / ``image_sizes`` arrays (:func:`rllib_llm.vision.image_columns`), which minibatches slice by row.
+``images`` / ``image_sizes`` arrays (:func:`rllib_llm.core.vision.image_columns`), which minibatches slice by row.
 """
 
 from __future__ import annotations
@@ -69,8 +69,8 @@ from rllib_llm.columns import (
     VALID,
     VALUE_TARGETS,
 )
+from rllib_llm.core.vision import image_columns
 from rllib_llm.metrics import UNINFORMATIVE_GROUP_FRACTION
-from rllib_llm.vision import image_columns
 
 #: What estimators may need from the model, computed as step columns of these names before they run.
 NEED_VALUES = "values"

@@ -18,8 +18,8 @@ from typing import Any
 
 from ray.rllib.connectors.connector_v2 import ConnectorV2
 
-from rllib_llm.action_parsing import parse_action
 from rllib_llm.columns import ACTION_FORMAT_KEY, ACTIONS, RESPONSE_PREFIX_KEY, RESPONSE_TEXT
+from rllib_llm.env_connectors.action_parsing import parse_action
 
 
 class ParseActions(ConnectorV2):

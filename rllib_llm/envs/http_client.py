@@ -2,9 +2,9 @@
 
 Why stdlib: the envs must not drag in an HTTP stack. Connection failures, timeouts, 5xx answers and the
 transient 4xx ones (408, 409, 429) are retried with jittered exponential backoff, honouring ``Retry-After``
-(:mod:`rllib_llm.retry`); then :class:`ServerUnavailableError` says which server could not be reached and how
+(:mod:`rllib_llm.http.retry`); then :class:`ServerUnavailableError` says which server could not be reached and how
 to start it. Other 4xx answers are not retried (:class:`ServerRequestError`). Requests go through
-:mod:`rllib_llm.http_safety`: http(s) only, redirects and (with ``allowed_origin``) the URL itself on the server's
+:mod:`rllib_llm.http.safety`: http(s) only, redirects and (with ``allowed_origin``) the URL itself on the server's
 origin, answers capped at ``max_bytes``; a violation is a :class:`ServerRequestError` naming the URL.
 """
 
@@ -18,7 +18,8 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
-from rllib_llm.http_safety import (
+from rllib_llm.http.retry import RETRY_STATUSES, backoff_delay, retry_after
+from rllib_llm.http.safety import (
     DEFAULT_MAX_BYTES,
     ResponseTooLargeError,
     UnsafeURLError,
@@ -26,7 +27,6 @@ from rllib_llm.http_safety import (
     open_and_read,
     safe_opener,
 )
-from rllib_llm.retry import RETRY_STATUSES, backoff_delay, retry_after
 
 _RNG = random.Random()
 
@@ -54,7 +54,7 @@ def request(
     max_bytes: int = DEFAULT_MAX_BYTES,
 ) -> tuple[bytes, str]:
     """GET ``url`` (or POST ``json_body``/``form``); returns (body, final url after redirects). Each attempt
-    has ``timeout`` seconds in all (connect, send, headers and body: :func:`~rllib_llm.http_safety.open_and_read`).
+    has ``timeout`` seconds in all (connect, send, headers and body: :func:`~rllib_llm.http.safety.open_and_read`).
 
     ``allowed_origin`` (default: ``url``'s own): the only scheme/host/port the request and its redirects may
     reach. Retry ``k`` (from 0) waits the server's ``Retry-After`` if it sent one, else ``backoff * 2**k`` capped

@@ -81,21 +81,3 @@ def truncate_at_stop(text: str, stop: list[str]) -> tuple[str, bool]:
     if not cut:
         return text, False
     return text[: min(cut)], True
-
-
-#: Below this many shared leading prompt tokens, a separate prefix pass is not worth it.
-MIN_SHARED_PREFIX = 16
-
-
-def shared_prefix_length(prompts: list[list[int]]) -> int:
-    """Length of the token prefix all prompts share (system prompt, in-context examples): computed once
-    and broadcast by the ``hf`` backend's prefill and by the Learner's forward pass."""
-    if not prompts:
-        return 0
-    first, n = prompts[0], min(len(p) for p in prompts)
-    for other in prompts[1:]:
-        k = 0
-        while k < n and other[k] == first[k]:
-            k += 1
-        n = k
-    return n

@@ -27,11 +27,9 @@ from typing import Any
 import torch
 
 from rllib_llm.generation.base import (
-    MIN_SHARED_PREFIX,
     GenerationBackend,
     GenerationOutput,
     SamplingParams,
-    shared_prefix_length,
     truncate_at_stop,
 )
 from rllib_llm.generation.static import (
@@ -40,12 +38,18 @@ from rllib_llm.generation.static import (
     StaticKV,
     batch_bucket,
     cache_length_bucket,
-    forward_signature,
     make_batch_buckets,
     sliding_window,
     unsupported_reason,
 )
-from rllib_llm.token_forward import left_pad, position_ids_from_mask, prefill_shared_prefix
+from rllib_llm.token_forward import (
+    MIN_SHARED_PREFIX,
+    forward_signature,
+    left_pad,
+    position_ids_from_mask,
+    prefill_shared_prefix,
+    shared_prefix_length,
+)
 
 logger = logging.getLogger(__name__)
 

@@ -18,12 +18,13 @@ bucket's padding) compute garbage that is never read back; their mask keeps it f
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import torch
+
+from rllib_llm.token_forward import forward_signature
 
 #: Batch sizes the decode step is specialised for (each gets its own CUDA graph).
 DEFAULT_BATCH_BUCKETS = (8, 16, 32, 64, 128, 256)
@@ -55,17 +56,6 @@ def cache_length_bucket(length: int, minimum: int = 128) -> int:
         if power + power // 2 >= length:
             return power + power // 2
         power *= 2
-
-
-def forward_signature(model: torch.nn.Module) -> tuple[str, bool]:
-    """(name of the cache keyword, whether ``cache_position`` is accepted) of the underlying HF model.
-
-    transformers 5.x before 5.24 (and 4.x) call it ``past_key_values``; 5.24 renamed it ``cache``. An
-    unknown keyword would be swallowed by ``**kwargs`` and silently decode without a cache, so ask.
-    """
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    params = inspect.signature(base.forward).parameters
-    return ("cache" if "cache" in params else "past_key_values"), "cache_position" in params
 
 
 def unsupported_reason(model: torch.nn.Module) -> str | None:

@@ -3,6 +3,12 @@ LLMRLModules by ``policy_mapping_fn``, one batched generate per module per step,
 advantages (Dr. MAS). See notes/multi_agent.md.
 """
 
+from rllib_llm.core.multi_agent_env_runner import LLMMultiAgentEnvRunner
+from rllib_llm.envs.multi_agent.pettingzoo_adapter import (
+    PettingZooAdapter,
+    make_multi_agent_env,
+    register_multi_agent_env,
+)
 from rllib_llm.metrics import rollout_stats
 from rllib_llm.multi_agent.algorithm import LLMMultiAgentAlgorithm, MultiAgentGiGPO, MultiAgentGRPO
 from rllib_llm.multi_agent.config import (
@@ -12,9 +18,7 @@ from rllib_llm.multi_agent.config import (
     MultiAgentLLMConfig,
     llm_module_spec,
 )
-from rllib_llm.multi_agent.env_runner import LLMMultiAgentEnvRunner
 from rllib_llm.multi_agent.learner_connectors import FlattenAgentSteps, agent_step_columns
-from rllib_llm.multi_agent.pettingzoo_adapter import PettingZooAdapter, make_multi_agent_env, register_multi_agent_env
 
 __all__ = [
     "AgentToModule",

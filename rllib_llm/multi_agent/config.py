@@ -1,6 +1,6 @@
 """``MultiAgentLLMConfig``: LLMConfig for PettingZoo envs, used through RLlib's multi-agent API.
 
-Agents map to modules with RLlib's own settings; each module is an :class:`~rllib_llm.rl_module.LLMRLModule`::
+Agents map to modules with RLlib's own settings; each module is an :class:`~rllib_llm.core.rl_module.LLMRLModule`::
 
     config = (
         MultiAgentGRPOConfig()
@@ -32,10 +32,10 @@ from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
 from rllib_llm.algorithms.config import LLMConfig, _set
 from rllib_llm.algorithms.learner_connectors import ADVANTAGE_ESTIMATORS, estimator_needs
+from rllib_llm.core.models import ModelSpec
+from rllib_llm.envs.multi_agent.pettingzoo_adapter import multi_agent_env_name_errors
 from rllib_llm.envs.registry import registered_envs
-from rllib_llm.models import ModelSpec
 from rllib_llm.multi_agent.learner_connectors import ADVANTAGE_GROUPINGS, FlattenAgentSteps
-from rllib_llm.multi_agent.pettingzoo_adapter import multi_agent_env_name_errors
 
 #: model_config key of :func:`llm_module_spec`: ModelSpec fields that override the config's ``.llm()`` model.
 MODEL_OVERRIDES = "model_overrides"
@@ -44,7 +44,7 @@ MODEL_OVERRIDES = "model_overrides"
 def llm_module_spec(model: str | dict | ModelSpec | None = None, **model_fields: Any) -> RLModuleSpec:
     """An LLMRLModule spec for ``rl_module_specs``: ``model`` (default: the config's ``.llm()`` model) with
     ModelSpec fields overridden, e.g. ``llm_module_spec(lora={"r": 8})`` or ``llm_module_spec("other/model")``."""
-    from rllib_llm.rl_module import LLMRLModule
+    from rllib_llm.core.rl_module import LLMRLModule
 
     unknown = set(model_fields) - set(ModelSpec.__dataclass_fields__)
     if unknown:
@@ -74,8 +74,8 @@ class MultiAgentLLMConfig(LLMConfig):
     """LLMConfig for multi-agent PettingZoo envs (see module docstring); adds :meth:`agents`."""
 
     def __init__(self, algo_class=None) -> None:
+        from rllib_llm.core.multi_agent_env_runner import LLMMultiAgentEnvRunner
         from rllib_llm.multi_agent.algorithm import LLMMultiAgentAlgorithm
-        from rllib_llm.multi_agent.env_runner import LLMMultiAgentEnvRunner
 
         super().__init__(algo_class=algo_class or LLMMultiAgentAlgorithm)
         self.env_runner_cls = LLMMultiAgentEnvRunner
@@ -126,7 +126,7 @@ class MultiAgentLLMConfig(LLMConfig):
 
     def get_multi_rl_module_spec(self, **kwargs: Any) -> MultiRLModuleSpec:
         """RLlib's spec, with every LLMRLModule's model and sampling-coupled settings completed from here."""
-        from rllib_llm.rl_module import LLMRLModule
+        from rllib_llm.core.rl_module import LLMRLModule
 
         spec = super().get_multi_rl_module_spec(**kwargs)
         for module_spec in spec.rl_module_specs.values():

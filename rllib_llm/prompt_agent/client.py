@@ -21,8 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from rllib_llm.http_safety import DEFAULT_MAX_BYTES, ResponseTooLargeError, UnsafeURLError, open_and_read, safe_opener
-from rllib_llm.retry import RETRY_STATUSES, backoff_delay, retry_after
+from rllib_llm.http.retry import RETRY_STATUSES, backoff_delay, retry_after
+from rllib_llm.http.safety import DEFAULT_MAX_BYTES, ResponseTooLargeError, UnsafeURLError, open_and_read, safe_opener
 
 logger = logging.getLogger(__name__)
 

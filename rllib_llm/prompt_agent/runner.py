@@ -1,6 +1,6 @@
 """A prompt-based agent: an OpenAI-compatible chat model playing our envs with the training prompts.
 
-:class:`PromptAgentRunner` is the training EnvRunner (:class:`~rllib_llm.env_runner.LLMEnvRunner`) with
+:class:`PromptAgentRunner` is the training EnvRunner (:class:`~rllib_llm.core.single_agent_env_runner.LLMEnvRunner`) with
 two pieces swapped: the env-to-module pipeline's :class:`ChatPromptBuilder` hands over the chat messages
 it builds instead of tokenizing them, and the generation backend sends those messages to the endpoint.
 Everything else (group envs, seeds, memory, few-shot examples, action parsing, invalid-action handling)
@@ -19,12 +19,12 @@ from typing import Any
 
 import numpy as np
 
+from rllib_llm.core.rl_module import generate_for_batch
+from rllib_llm.core.single_agent_env_runner import LLMEnvRunner
 from rllib_llm.env_connectors.prompts import ChatPromptBuilder, user_text
-from rllib_llm.env_runner import LLMEnvRunner
 from rllib_llm.generation.base import GenerationBackend, GenerationOutput, SamplingParams, truncate_at_stop
 from rllib_llm.metrics import rollout_stats
 from rllib_llm.prompt_agent.client import APIError, ChatClient
-from rllib_llm.rl_module import generate_for_batch
 
 logger = logging.getLogger(__name__)
 
@@ -118,7 +118,7 @@ class ChatBackend(GenerationBackend):
 
 class _NoModule:
     """Stands in for the RLModule: the API holds the model; the prompt builder needs no tokenizer. It samples
-    as an LLMRLModule does (:func:`~rllib_llm.rl_module.generate_for_batch` with its backend, the chat API)."""
+    as an LLMRLModule does (:func:`~rllib_llm.core.rl_module.generate_for_batch` with its backend, the chat API)."""
 
     model = None
     tokenizer = None

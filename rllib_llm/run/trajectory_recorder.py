@@ -60,7 +60,7 @@ class TrajectoryRecorder:
             if getattr(module, "tokenizer", None) is not None:
                 self._tokenizer = module.tokenizer
             else:  # remote env runners only: load the tokenizer here
-                from rllib_llm.models import load_tokenizer
+                from rllib_llm.core.models import load_tokenizer
 
                 self._tokenizer = load_tokenizer(algorithm.config.llm_model)
         return lambda ids: self._tokenizer.decode(list(ids))

@@ -63,7 +63,7 @@ def run_learner_connector(config, module, episodes: list) -> tuple[dict[str, np.
 
 
 def tiny_module(**model_config):
-    from rllib_llm.rl_module import LLMRLModule
+    from rllib_llm.core.rl_module import LLMRLModule
 
     return LLMRLModule(model_config={"model": {"name_or_path": "tiny-random-llama"}, **model_config})
 

@@ -11,7 +11,7 @@ from ray.rllib.core.rl_module.torch.torch_compile_config import TorchCompileConf
 
 from rllib_llm.algorithms.learner_connectors import pad_token_batch
 from rllib_llm.columns import ACTION_LOGP, PROMPT, RESPONSE
-from rllib_llm.rl_module import LLMRLModule
+from rllib_llm.core.rl_module import LLMRLModule
 from tests.conftest import tiny_config
 
 #: dynamo's "eager" backend: the graphs are captured (what these tests check), no kernels are generated.

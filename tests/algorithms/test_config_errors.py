@@ -3,7 +3,7 @@
 import pytest
 
 from rllib_llm.algorithms import GiGPOConfig, GRPOConfig
-from rllib_llm.models import ModelSpec
+from rllib_llm.core.models import ModelSpec
 from tests.conftest import tiny_config
 
 

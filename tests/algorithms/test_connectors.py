@@ -202,7 +202,7 @@ def test_no_grad_log_prob_passes_measure_the_policy_not_a_dropout_sample():
     in eval mode (two passes agree, and equal an eval-mode forward), and the module's mode is restored."""
     from rllib_llm.algorithms.learner_connectors import module_pass
     from rllib_llm.columns import ACTION_LOGP, PROMPT, RESPONSE
-    from rllib_llm.rl_module import LLMRLModule
+    from rllib_llm.core.rl_module import LLMRLModule
 
     lora = {"r": 4, "lora_alpha": 8, "lora_dropout": 0.5}
     module = LLMRLModule(model_config={"model": {"name_or_path": "tiny-random-llama", "lora": lora}})

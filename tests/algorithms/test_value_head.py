@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from rllib_llm.columns import ENTROPY, LOGP, VALUES
-from rllib_llm.rl_module import LLMRLModule
+from rllib_llm.core.rl_module import LLMRLModule
 from tests.algorithms.conftest import tiny_module
 
 

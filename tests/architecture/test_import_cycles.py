@@ -81,3 +81,40 @@ def test_the_core_never_imports_the_run_tooling():
     core = {m: {t for t in targets if t == "run" or t.startswith("run.")} for m, targets in graph.items()
             if m != "run" and not m.startswith("run.")}  # fmt: skip
     assert not {m: t for m, t in core.items() if t}
+
+
+#: The package's floors, bottom first (a top-level module or subpackage per name): a module imports only
+#: from its own floor's rooms or the floors below. notes/ARCHITECTURE.md draws the same picture.
+FLOORS = [
+    {"columns", "token_forward", "checkpoint_files", "log_notices", "http", "moved_modules"},
+    {"metrics", "generation", "envs"},
+    {"env_connectors"},
+    {"core"},
+    {"algorithms"},
+    {"multi_agent", "prompt_agent"},
+    {"run"},
+]
+
+
+def floor_of(module: str) -> int:
+    room = module.split(".")[0] or module
+    return next(i for i, rooms in enumerate(FLOORS) if room in rooms)
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
+    """(importer, imported) pairs where the imported module stands on a higher floor."""
+    return sorted((m, t) for m, targets in graph.items() if m for t in targets if floor_of(t) > floor_of(m))
+
+
+def test_every_module_has_a_floor():
+    assert all(floor_of(m) >= 0 for m in import_graph() if m)
+
+
+def test_upward_import_finder_sees_one():
+    assert upward_imports({"core.rl_module": {"algorithms.learner"}, "algorithms.learner": {"core.rl_module"}}) == [
+        ("core.rl_module", "algorithms.learner")
+    ]
+
+
+def test_no_module_imports_one_above_it():
+    assert not upward_imports(import_graph())

@@ -265,8 +265,8 @@ def test_runner_overhead_times_each_tree_in_its_own_process(tmp_path):
 
 def test_rollout_throughput_replays_the_same_prompts_through_the_bare_engine(monkeypatch, tmp_path):
     from benchmarks.rollout_throughput import raw_vllm_seconds
+    from rllib_llm.core.models import apply_lora, build_tiny_model, load_tokenizer
     from rllib_llm.generation import SamplingParams, make_backend
-    from rllib_llm.models import apply_lora, build_tiny_model, load_tokenizer
     from tests.fake_backends import install_fake_vllm
 
     install_fake_vllm(monkeypatch)

@@ -11,7 +11,7 @@ from ray.rllib.connectors.env_to_module import EnvToModulePipeline
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 
 from rllib_llm.columns import FEW_SHOT_KEY, PROMPT_IDS, RESPONSE_TEXT, TASK_KEY, TEMPLATE_KEY
-from rllib_llm.models import load_tokenizer
+from rllib_llm.core.models import load_tokenizer
 
 
 @pytest.fixture(scope="session")
@@ -28,7 +28,7 @@ def module(tokenizer):
 @pytest.fixture(scope="session")
 def tiny_module(tokenizer):
     """A module with the tiny random model, for connectors that generate (the LLM summarizer)."""
-    from rllib_llm.models import build_tiny_model
+    from rllib_llm.core.models import build_tiny_model
 
     return SimpleNamespace(tokenizer=tokenizer, model=build_tiny_model(tokenizer))
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from rllib_llm.columns import PROMPT
-from rllib_llm.env_runner import LLMEnvRunner
+from rllib_llm.core.single_agent_env_runner import LLMEnvRunner
 from rllib_llm.run.cli import load_tuned_example
 
 EXAMPLE = Path(__file__).parents[2] / "tuned_examples" / "numberline_custom_memory.py"

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from rllib_llm.columns import IMAGES, PROMPT_IDS, PROMPT_TEXT
+from rllib_llm.core.models import load_tokenizer
 from rllib_llm.env_connectors import (
     ACTION_ONLY_FORMAT,
     TEMPLATES,
@@ -19,7 +20,6 @@ from rllib_llm.env_connectors import (
 )
 from rllib_llm.env_connectors.prompts import DEFAULT_SYSTEM_PROMPT
 from rllib_llm.envs import make_env
-from rllib_llm.models import load_tokenizer
 from tests.env_connectors.conftest import add_step, call, new_episode, pipeline
 
 GENERATION_PROMPT = "<|im_start|>assistant\n"

@@ -12,9 +12,9 @@ from types import SimpleNamespace
 import pytest
 
 from rllib_llm.columns import PROMPT_IDS
+from rllib_llm.core.models import build_byte_tokenizer
 from rllib_llm.env_connectors import ChatPromptBuilder, SlidingWindowMemory
 from rllib_llm.envs import make_env
-from rllib_llm.models import build_byte_tokenizer
 from tests.env_connectors.conftest import add_step, call, new_episode, pipeline
 
 QWEN_TEMPLATE = Path(__file__).resolve().parents[1] / "fixtures" / "qwen2_5_chat_template.jinja"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from rllib_llm.models import build_tiny_model, load_tokenizer
+from rllib_llm.core.models import build_tiny_model, load_tokenizer
 
 
 @pytest.fixture(scope="session")

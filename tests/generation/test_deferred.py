@@ -53,7 +53,7 @@ def test_without_a_sync_before_the_build_the_fresh_backend_is_not_synced_again()
 def test_the_local_runner_of_a_run_with_remote_runners_builds_its_vllm_engine_only_when_it_plays(monkeypatch):
     from ray.rllib.core import COMPONENT_RL_MODULE
 
-    from rllib_llm.env_runner import LLMEnvRunner
+    from rllib_llm.core.single_agent_env_runner import LLMEnvRunner
     from tests.conftest import tiny_config
     from tests.fake_backends import install_fake_vllm
 

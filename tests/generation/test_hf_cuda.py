@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+from rllib_llm.core.models import build_tiny_model
 from rllib_llm.generation import SamplingParams, make_backend
-from rllib_llm.models import build_tiny_model
 from tests.generation.conftest import PROMPTS
 from tests.generation.test_hf_static import GREEDY, assert_same
 

@@ -7,10 +7,10 @@ import logging
 import pytest
 import torch
 
+from rllib_llm.core.models import apply_lora, build_tiny_model
 from rllib_llm.generation import SamplingParams, make_backend
 from rllib_llm.generation.hf import HFBackend
 from rllib_llm.generation.static import batch_bucket, cache_length_bucket, make_batch_buckets
-from rllib_llm.models import apply_lora, build_tiny_model
 from tests.generation.conftest import PROMPTS
 
 GREEDY = SamplingParams(greedy=True, max_new_tokens=24, stop=[])

@@ -2,8 +2,8 @@
 
 import torch
 
+from rllib_llm.core.models import TINY_MODEL, load_causal_lm, load_tokenizer
 from rllib_llm.generation import SamplingParams, make_backend
-from rllib_llm.models import TINY_MODEL, load_causal_lm, load_tokenizer
 
 
 def test_shared_prefix_prefill_matches_per_prompt_generation():

@@ -12,6 +12,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from rllib_llm.core.models import apply_lora, build_tiny_model
 from rllib_llm.generation import SamplingParams, make_backend
 from rllib_llm.generation import vllm as vllm_backend
 from rllib_llm.generation.vllm import (
@@ -24,7 +25,6 @@ from rllib_llm.generation.vllm import (
     tokens_prompt,
 )
 from rllib_llm.generation.vllm_weights import choose_weight_sync, load_engine_weights, normalize_weight_names
-from rllib_llm.models import apply_lora, build_tiny_model
 from tests.fake_backends import FakeEngineModel, completion, install_fake_vllm
 
 

@@ -9,8 +9,8 @@ import importlib.util
 import pytest
 import torch
 
+from rllib_llm.core.models import EMBEDDED_MODEL, apply_lora, load_causal_lm, load_tokenizer
 from rllib_llm.generation import SamplingParams, make_backend
-from rllib_llm.models import EMBEDDED_MODEL, apply_lora, load_causal_lm, load_tokenizer
 
 pytestmark = [
     pytest.mark.gpu,

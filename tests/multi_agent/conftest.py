@@ -6,8 +6,8 @@ import re
 
 from pettingzoo import ParallelEnv
 
+from rllib_llm.envs.multi_agent import text_space
 from rllib_llm.multi_agent import AgentToModule, MultiAgentGRPOConfig
-from rllib_llm.multi_agent.envs import text_space
 
 
 def first_legal_move(prompt: str) -> str:

@@ -2,9 +2,9 @@
 
 import pytest
 
-from rllib_llm.multi_agent.envs import Points24SolverVerifierEnv, TicTacToeEnv
-from rllib_llm.multi_agent.envs.tictactoe import winner_mark
-from rllib_llm.multi_agent.pettingzoo_adapter import ALL, PettingZooAdapter, make_multi_agent_env
+from rllib_llm.envs.multi_agent import Points24SolverVerifierEnv, TicTacToeEnv
+from rllib_llm.envs.multi_agent.pettingzoo_adapter import ALL, PettingZooAdapter, make_multi_agent_env
+from rllib_llm.envs.multi_agent.tictactoe import winner_mark
 
 
 def play(env, moves):

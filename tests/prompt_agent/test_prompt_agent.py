@@ -97,8 +97,8 @@ def test_api_prompts_are_the_training_prompts():
     """Step 1's messages, run through the tiny model's chat template, are the ids the training EnvRunner
     generates from on the same seed (same template, few-shot pair, memory and system prompt)."""
     from rllib_llm.columns import PROMPT
+    from rllib_llm.core.single_agent_env_runner import LLMEnvRunner
     from rllib_llm.env_connectors import encode_chat
-    from rllib_llm.env_runner import LLMEnvRunner
     from rllib_llm.run.cli import load_tuned_example
 
     config = load_tuned_example("tests/fixtures/tiny_numberline.py")[0].group_rollouts(max_episode_steps=1)

@@ -126,7 +126,7 @@ SINGLE_AGENT_EXAMPLES = sorted(
 def test_every_single_agent_tuned_example_plays_its_env(path):
     """Each example's own env, env_config, prompts and memory, with the tiny model: the config validates,
     and one group plays one step with prompts that name the env's observation and a parsed action."""
-    from rllib_llm.env_runner import LLMEnvRunner
+    from rllib_llm.core.single_agent_env_runner import LLMEnvRunner
     from tests.fake_backends import ScriptedBackend
 
     config, stop = load_tuned_example(path)

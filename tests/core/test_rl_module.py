@@ -6,8 +6,8 @@ import torch
 
 from rllib_llm.algorithms.learner_connectors import pad_token_batch
 from rllib_llm.columns import ACTION_LOGP, PROMPT, RESPONSE
+from rllib_llm.core.rl_module import LLMRLModule
 from rllib_llm.generation import SamplingParams, make_backend
-from rllib_llm.rl_module import LLMRLModule
 from rllib_llm.token_forward import one_response_logprobs, response_logprobs, shares_prefix
 
 
@@ -64,7 +64,7 @@ def test_lora_trains_syncs_and_checkpoints_only_adapter_weights():
 
 def test_weight_sync_copies_only_the_adapters_to_numpy(monkeypatch):
     """RLlib's get_state copies every weight to numpy; the frozen base must not travel to the host at a sync."""
-    import rllib_llm.rl_module as rl_module
+    import rllib_llm.core.rl_module as rl_module
 
     module = build(model={"name_or_path": "tiny-random-llama", "lora": {"r": 4, "lora_alpha": 8}}, value_head=True)
     converted: list[str] = []
@@ -172,7 +172,7 @@ def test_the_default_splits_the_shared_prefix_on_a_cpu_only():
 
 
 def test_shared_prefix_length():
-    from rllib_llm.generation.base import shared_prefix_length
+    from rllib_llm.token_forward import shared_prefix_length
 
     assert shared_prefix_length([[1, 2, 3], [1, 2, 4], [1, 2]]) == 2
     assert shared_prefix_length([[1], [2]]) == 0
@@ -198,7 +198,7 @@ def test_building_a_module_does_not_log_rllibs_rlmoduleconfig_deprecation_notice
 def test_sampling_switches_no_module_mode_and_the_learner_switches_only_on_a_change():
     """A mode switch walks every submodule (ms with LoRA): an EnvRunner's module stays in eval mode through
     RLlib's forward_exploration and the hf backend; the Learner's module switches only when the mode changes."""
-    from rllib_llm.env_runner import LLMEnvRunner
+    from rllib_llm.core.single_agent_env_runner import LLMEnvRunner
     from tests.conftest import tiny_config
 
     runner = LLMEnvRunner(config=tiny_config().llm(model={"name_or_path": "tiny-random-llama", "lora": {"r": 4}}))

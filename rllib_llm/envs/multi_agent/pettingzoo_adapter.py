@@ -157,7 +157,7 @@ def make_multi_agent_env(
 
 
 def _register_builtins() -> None:
-    from rllib_llm.multi_agent.envs import Points24SolverVerifierEnv, TicTacToeEnv
+    from rllib_llm.envs.multi_agent import Points24SolverVerifierEnv, TicTacToeEnv
 
     register_multi_agent_env("TicTacToe", TicTacToeEnv)
     register_multi_agent_env("Points24SolverVerifier", Points24SolverVerifierEnv)

@@ -10,8 +10,8 @@ from ray.rllib.core import DEFAULT_MODULE_ID
 
 from rllib_llm.algorithms.learner_connectors import pad_token_batch, step_columns
 from rllib_llm.columns import ACTION_LOGP, IMAGE_SIZES, IMAGES, NUM_IMAGES, PROMPT, RESPONSE
+from rllib_llm.core.models import TINY_VL_MODEL
 from rllib_llm.envs.sokoban.env import IMAGE_ONLY_TEXT
-from rllib_llm.models import TINY_VL_MODEL
 from rllib_llm.run.cli import load_tuned_example
 from tests.algorithms.conftest import TUNED_EXAMPLES, learner_weights, make_groups_informative, shrink_to_tiny
 

@@ -14,7 +14,7 @@ plus the images (uint8 HxWx3, ``batch["images"]``). Here:
 - :func:`build_tiny_vl_model` / :func:`add_vision_tokens`: a tiny random Qwen2.5-VL and a byte tokenizer
   with the vision special tokens and an image-aware chat template, for tests.
 
-Training wiring: :class:`~rllib_llm.env_runner.LLMEnvRunner` samples a VL model (:func:`is_vision_model`)
+Training wiring: :class:`~rllib_llm.core.single_agent_env_runner.LLMEnvRunner` samples a VL model (:func:`is_vision_model`)
 through :class:`HFVisionBackend`, records the expanded prompt ids (:func:`expand_prompt`) and each step's image
 count; the learner connector re-reads those images from the episode's observations into two batch columns
 (:func:`image_columns`: uint8 images padded to the largest, and their sizes), which slice by row like every

@@ -1,4 +1,4 @@
-from rllib_llm.action_parsing import parse_action, strip_think
+from rllib_llm.env_connectors.action_parsing import parse_action, strip_think
 
 
 def test_parses_inner_text_of_last_action_block():

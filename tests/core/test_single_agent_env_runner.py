@@ -18,8 +18,8 @@ from rllib_llm.columns import (
     TEMPLATE_KEY,
     VALID,
 )
-from rllib_llm.env_runner import LLMEnvRunner
-from rllib_llm.group_env_runner import prompt_fields
+from rllib_llm.core.group_env_runner import prompt_fields
+from rllib_llm.core.single_agent_env_runner import LLMEnvRunner
 from tests.conftest import tiny_config
 from tests.fake_backends import ScriptedBackend
 
@@ -254,8 +254,8 @@ def test_sampling_goes_through_the_rl_modules_forward_passes():
     from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
     from rllib_llm.columns import GENERATIONS
+    from rllib_llm.core.rl_module import LLMRLModule
     from rllib_llm.generation import GenerationOutput
-    from rllib_llm.rl_module import LLMRLModule
 
     class AlwaysMinusWhenExploring(LLMRLModule):
         def _forward_exploration(self, batch, **kwargs):

@@ -41,11 +41,11 @@ from rllib_llm.columns import (
     SEED,
     VALID,
 )
+from rllib_llm.core.group_env_runner import GroupEnvRunner, RolloutCounters, prompt_fields, step_record
 from rllib_llm.env_connectors.memory import INVALID_ACTION
+from rllib_llm.envs.multi_agent.base import agent_prompt_template, agent_task_description
+from rllib_llm.envs.multi_agent.pettingzoo_adapter import ALL, PettingZooAdapter, Transition, make_multi_agent_env
 from rllib_llm.generation import GenerationBackend, SamplingParams, make_backend
-from rllib_llm.group_env_runner import GroupEnvRunner, RolloutCounters, prompt_fields, step_record
-from rllib_llm.multi_agent.envs.base import agent_prompt_template, agent_task_description
-from rllib_llm.multi_agent.pettingzoo_adapter import ALL, PettingZooAdapter, Transition, make_multi_agent_env
 
 logger = logging.getLogger(__name__)
 

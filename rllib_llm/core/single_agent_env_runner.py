@@ -8,8 +8,8 @@ and the envs step. Episodes are RLlib ``SingleAgentEpisode``s; per step they rec
 ``extra_model_outputs``) the prompt and response token ids, the old log-probs, the env's anchor
 observation and validity, and in ``custom_data`` their group id.
 
-A vision-language policy (:func:`~rllib_llm.vision.is_vision_model`) samples through
-:class:`~rllib_llm.vision.HFVisionBackend` with each prompt's image (``batch["images"]``, the current
+A vision-language policy (:func:`~rllib_llm.core.vision.is_vision_model`) samples through
+:class:`~rllib_llm.core.vision.HFVisionBackend` with each prompt's image (``batch["images"]``, the current
 observation's); its steps record the prompt ids with the image placeholder expanded to the image's patch
 tokens and ``num_images`` (0 or 1), and the Learner re-reads the image from the episode's observation.
 """
@@ -37,11 +37,11 @@ from rllib_llm.columns import (
     SEED,
     VALID,
 )
+from rllib_llm.core.group_env_runner import GroupEnvRunner, RolloutCounters, prompt_fields, step_record
+from rllib_llm.core.models import ModelSpec
+from rllib_llm.core.vision import HFVisionBackend, expand_prompt, is_vision_model
 from rllib_llm.envs.registry import make_env
 from rllib_llm.generation import GenerationBackend, SamplingParams, make_backend
-from rllib_llm.group_env_runner import GroupEnvRunner, RolloutCounters, prompt_fields, step_record
-from rllib_llm.models import ModelSpec
-from rllib_llm.vision import HFVisionBackend, expand_prompt, is_vision_model
 
 logger = logging.getLogger(__name__)
 

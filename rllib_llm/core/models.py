@@ -424,7 +424,7 @@ def load_tokenizer(spec: ModelSpec | dict | str):
     if spec.name_or_path == TINY_MODEL:
         tokenizer = build_byte_tokenizer()
     elif spec.name_or_path == TINY_VL_MODEL:
-        from rllib_llm.vision import add_vision_tokens
+        from rllib_llm.core.vision import add_vision_tokens
 
         tokenizer = add_vision_tokens(build_byte_tokenizer())
     else:
@@ -460,7 +460,7 @@ def load_causal_lm(spec: ModelSpec | dict | str, tokenizer=None) -> torch.nn.Mod
     if spec.name_or_path == TINY_MODEL:
         return build_tiny_model(tokenizer or build_byte_tokenizer(), dtype=spec.torch_dtype, **spec.tiny_config)
     if spec.name_or_path == TINY_VL_MODEL:
-        from rllib_llm.vision import build_tiny_vl_model
+        from rllib_llm.core.vision import build_tiny_vl_model
 
         return build_tiny_vl_model(tokenizer or load_tokenizer(spec), dtype=spec.torch_dtype, **spec.tiny_config)
     location, kwargs = _resolve(spec)

@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from rllib_llm.multi_agent.envs.base import TextAECEnv
+from rllib_llm.envs.multi_agent.base import TextAECEnv
 
 LINES = ((0, 1, 2), (3, 4, 5), (6, 7, 8), (0, 3, 6), (1, 4, 7), (2, 5, 8), (0, 4, 8), (2, 4, 6))
 _CELL = re.compile(r"\s*(?:cell\s*)?(\d+)\s*\.?\s*", re.IGNORECASE)

@@ -8,7 +8,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from rllib_llm.envs.http_client import ServerRequestError, request
-from rllib_llm.http_safety import UnsafeURLError, check_url
+from rllib_llm.http.safety import UnsafeURLError, check_url
 from rllib_llm.prompt_agent.client import APIError, ChatClient
 
 SECRET = "content of a local file"

@@ -26,7 +26,7 @@ from typing import Any, ClassVar
 
 from rllib_llm.envs.gym_cards.cards import cards_text
 from rllib_llm.envs.gym_cards.points import Points24Env
-from rllib_llm.multi_agent.envs.base import TextAECEnv
+from rllib_llm.envs.multi_agent.base import TextAECEnv
 
 SOLVER, VERIFIER = "solver", "verifier"
 _DECISION = re.compile(r"\s*(accept|reject)\b[\s:,.;-]*(.*)", re.IGNORECASE | re.DOTALL)

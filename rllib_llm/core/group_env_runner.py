@@ -17,8 +17,8 @@ step's prompts go to the generation backend in one batch.
   ``on_sample_end`` per rollout, through ``config.callbacks(...)`` as in RLlib's own runners;
 - the rollout metrics (:func:`rllib_llm.metrics.rollout_stats`), weight sync and the runner state.
 
-Subclasses (:class:`~rllib_llm.env_runner.LLMEnvRunner`,
-:class:`~rllib_llm.multi_agent.env_runner.LLMMultiAgentEnvRunner`) say how to build an env and a module,
+Subclasses (:class:`~rllib_llm.core.single_agent_env_runner.LLMEnvRunner`,
+:class:`~rllib_llm.core.multi_agent_env_runner.LLMMultiAgentEnvRunner`) say how to build an env and a module,
 how an episode starts, and play the steps (:meth:`_play`).
 """
 

@@ -4,7 +4,7 @@ import importlib.util
 
 import pytest
 
-from rllib_llm import models
+from rllib_llm.core import models
 
 
 def test_missing_local_path_is_a_clear_error(tmp_path):

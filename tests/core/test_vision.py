@@ -8,11 +8,9 @@ import pytest
 import torch
 
 from rllib_llm.columns import IMAGE_SIZES, IMAGES
-from rllib_llm.env_connectors.prompts import encode_chat, supports_image_content
-from rllib_llm.generation import SamplingParams
-from rllib_llm.models import TINY_VL_MODEL, apply_lora, build_byte_tokenizer
-from rllib_llm.rl_module import LLMRLModule
-from rllib_llm.vision import (
+from rllib_llm.core.models import TINY_VL_MODEL, apply_lora, build_byte_tokenizer
+from rllib_llm.core.rl_module import LLMRLModule
+from rllib_llm.core.vision import (
     HFVisionBackend,
     VisionInputs,
     add_vision_tokens,
@@ -24,6 +22,8 @@ from rllib_llm.vision import (
     image_patches,
     vl_response_logprobs,
 )
+from rllib_llm.env_connectors.prompts import encode_chat, supports_image_content
+from rllib_llm.generation import SamplingParams
 from tests.model_parity import token_batch
 
 PARAMS = SamplingParams(temperature=0.7, max_new_tokens=5, stop=[], seed=3, ignore_eos=True)

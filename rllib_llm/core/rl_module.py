@@ -18,7 +18,7 @@ hidden state (the input of its LM head), and ``forward_train`` also returns ``va
 ``values[:, j]`` is the value of the state before response token j; ``values[:, 0]`` (at the last prompt
 token) is the value of the env step's state, which turn-level GAE uses.
 
-Vision-language models (Qwen2-VL / Qwen2.5-VL, see :mod:`rllib_llm.vision`): the prompts hold one
+Vision-language models (Qwen2-VL / Qwen2.5-VL, see :mod:`rllib_llm.core.vision`): the prompts hold one
 ``<|image_pad|>`` per merged image patch and the batch adds the ``images`` / ``image_sizes`` columns; the
 forward passes ``pixel_values`` + ``image_grid_thw`` and lets the model derive its 3-D rotary positions (no
 shared-prefix split, which would cut through the image tokens' positions).
@@ -50,10 +50,10 @@ from rllib_llm.columns import (
     SAMPLING_PARAMS,
     VALUES,
 )
+from rllib_llm.core.models import ModelSpec, apply_lora, freeze_all_but_last_layers, load_causal_lm, load_tokenizer
+from rllib_llm.core.vision import batch_image_inputs, is_vision_model
 from rllib_llm.generation import GenerationBackend
-from rllib_llm.models import ModelSpec, apply_lora, freeze_all_but_last_layers, load_causal_lm, load_tokenizer
 from rllib_llm.token_forward import ResponsePass, chunked_head, response_logprobs, response_pass, shares_prefix
-from rllib_llm.vision import batch_image_inputs, is_vision_model
 
 #: RLlib's own ``RLModule.__init__`` builds the deprecated ``RLModuleConfig`` for every module and so logs
 #: "DeprecationWarning: RLModule(config=[RLModuleConfig object])" once per process (EnvRunner, Learner,
@@ -98,7 +98,7 @@ def generate_for_batch(backend: GenerationBackend | None, batch: dict[str, Any],
 class LLMRLModule(TorchRLModule, InferenceOnlyAPI):
     """RLModule around a causal LM, with optional LoRA adapters and a frozen reference for KL.
 
-    ``model_config`` keys: ``model`` (a :class:`~rllib_llm.models.ModelSpec` dict), ``temperature`` (the
+    ``model_config`` keys: ``model`` (a :class:`~rllib_llm.core.models.ModelSpec` dict), ``temperature`` (the
     sampling temperature, so the Learner's log-probs match the generator's), ``use_reference`` (keep a
     frozen copy for the KL term; with LoRA the base model with adapters switched off serves),
     ``gradient_checkpointing``, ``value_head`` (add the critic head; EnvRunners, being inference-only, drop

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from rllib_llm.rl_module import LLMRLModule
+from rllib_llm.core.rl_module import LLMRLModule
 from tests.model_parity import PREFIX, assert_learner_matches_generator
 
 LLAMA3_ROPE = {
