@@ -21,11 +21,61 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from rllib_llm.algorithms.dynamic_sampling import group_episodes
+from rllib_llm.algorithms.settings import Setting, choice, declare, declare_rule, flag, number
 from rllib_llm.columns import GROUP_ID, POLICY_VERSION
+
+#: off_policy_correction values.
+OFF_POLICY_CORRECTIONS = ("decoupled", "none")
+
+declare(
+    __name__,
+    Setting("async_rollouts", False, "EnvRunners keep playing group rollouts with the weights they have while "
+            "the Learner updates on the complete groups that arrived (needs num_env_runners >= 1; single-agent; "
+            "notes/async.md).", flag()),
+    Setting("max_staleness", 1, "A group sampled with weights more than this many Learner updates old is dropped "
+            "(and counted).", number(0, integer=True)),
+    Setting("broadcast_interval", 1, "Learner updates between weight broadcasts to the EnvRunners (APPO's "
+            "name).", number(1, integer=True)),
+    Setting("updates_per_rollout", 1, "Learner updates one EnvRunner rollout feeds: each sample() plays "
+            "num_groups x this many groups and the queue hands them to the next updates (APPO's rollout fragment "
+            "vs train batch). In steady state a rollout's groups are trained k to 2k - 1 updates after its "
+            "weights, so max_staleness must be >= 2k - 1.", number(1, integer=True)),
+    Setting("off_policy_correction", "decoupled", "How stale groups are corrected: 'decoupled' (PPO clipped "
+            "against the Learner's policy before the update, each token weighted by min(pi_prox / mu, "
+            "behaviour_weight_cap); one extra no-grad forward pass per update) or 'none' (the ratio against the "
+            "behaviour log-probs, as in lock-step training).", choice(OFF_POLICY_CORRECTIONS)),
+    Setting("behaviour_weight_cap", 2.0, "The truncation of the decoupled objective's behaviour weights "
+            "(V-trace's rho-bar).", number(1)),
+)
+
+
+def _async_rules(config: Any) -> list[str]:
+    errors = []
+    if config.async_rollouts is True:
+        if config.is_multi_agent:
+            errors.append("async_rollouts=True is single-agent only for now")
+        if not (config.merge_env_runner_states is False and config.broadcast_env_runner_states is False):
+            errors.append("async_rollouts=True: set .env_runners(merge_env_runner_states=False, broadcast_env_runner_"
+                          "states=False) (.training(async_rollouts=True) does): RLlib's connector-state sync would "
+                          "wait for every rollout in flight")
+    k = config.updates_per_rollout
+    if isinstance(k, int) and not isinstance(k, bool) and k > 1:
+        if config.async_rollouts is not True:
+            errors.append(f"updates_per_rollout={k} needs async_rollouts=True (a lock-step update trains on its "
+                          "whole rollout)")
+        if isinstance(config.max_staleness, int) and config.max_staleness < 2 * k - 1:
+            errors.append(f"updates_per_rollout={k} trains a rollout's groups up to {2 * k - 1} updates after their "
+                          f"weights: set max_staleness >= {2 * k - 1} (got {config.max_staleness}), or every "
+                          "rollout's tail is dropped")
+    return errors
+
+
+declare_rule(__name__, _async_rules)
 
 #: Metric names (logged under the Algorithm's ``async_rollouts`` result key).
 STALENESS_MEAN = "staleness_mean"

@@ -16,7 +16,7 @@ three groups of settings, each with a builder method in RLlib's style::
 
 from __future__ import annotations
 
-import math
+import inspect
 from typing import Any
 
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig, NotProvided
@@ -25,7 +25,7 @@ from ray.rllib.connectors.learner import LearnerConnectorPipeline, NumpyToTensor
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.util.debug import log_once
 
-from rllib_llm.algorithms.advantages import NORM_MODES, STEP_GROUPINGS
+from rllib_llm.algorithms.advantages import NORM_MODES
 from rllib_llm.algorithms.learner_connectors import (
     ADVANTAGE_ESTIMATORS,
     NEED_REF_LOGP,
@@ -39,16 +39,29 @@ from rllib_llm.algorithms.learner_connectors import (
     shaping_connectors,
 )
 from rllib_llm.algorithms.losses import KL_ESTIMATORS, LOSS_AGG_MODES, POLICY_LOSSES
+from rllib_llm.algorithms.settings import (
+    Setting,
+    choice,
+    declare,
+    declare_rule,
+    declared,
+    flag,
+    number,
+    open_interval,
+    set_defaults,
+    setting_errors,
+    settings_builder,
+    take,
+    unknown_argument_error,
+)
 from rllib_llm.core.models import ModelSpec, check_model_location
 from rllib_llm.env_connectors import default_env_to_module, default_module_to_env
 from rllib_llm.envs.base import HELD_OUT_SEED_OFFSET
 from rllib_llm.envs.registry import env_config_errors, env_name_errors
 from rllib_llm.generation import BACKENDS, SamplingParams
 
-#: invalid_action_penalty_mode values (see LLMConfig.__init__).
+#: invalid_action_penalty_mode values.
 PENALTY_MODES = ("reward", "row")
-#: off_policy_correction values (see LLMConfig.__init__).
-OFF_POLICY_CORRECTIONS = ("decoupled", "none")
 #: The sampling dict's value types: (isinstance types, what the error message asks for).
 _SAMPLING_TYPES: dict[str, tuple[tuple[type, ...], str]] = {
     "temperature": ((int, float), "a number > 0"),
@@ -59,6 +72,126 @@ _SAMPLING_TYPES: dict[str, tuple[tuple[type, ...], str]] = {
     "seed": ((int, type(None)), "an int or None"),
     "ignore_eos": ((bool,), "True or False"),
 }
+
+
+def _positive_int(name: str, value: Any) -> str | None:
+    ok = isinstance(value, int) and not isinstance(value, bool) and value >= 1
+    return None if ok else f"{name} must be an int >= 1, got {value!r}"
+
+
+def _text(optional: bool, what: str):
+    def check(name: str, value: Any) -> str | None:
+        ok = isinstance(value, str) or (optional and value is None)
+        return None if ok else f"{name} must be {what}, got {value!r}"
+
+    return check
+
+
+def _few_shot(name: str, value: Any) -> str | None:
+    ok = value is None or (isinstance(value, (list, tuple)) and all(
+        isinstance(shot, (list, tuple)) and len(shot) == 2 and all(isinstance(x, str) for x in shot) for shot in value))
+    return None if ok else f"{name} must be a list of (observation, response) string pairs or None, got {value!r}"
+
+
+declare(
+    __name__,
+    # .group_rollouts(): the task and how it is rolled out.
+    Setting("group_size", 4, "Envs per group; a group's envs reset to the same state (group-relative "
+            "advantages compare them).", _positive_int, "group_rollouts"),
+    Setting("num_groups", 2, "Groups per iteration (and EnvRunner).", _positive_int, "group_rollouts"),
+    Setting("max_episode_steps", 10, "Turns after which an episode is truncated.", _positive_int, "group_rollouts"),
+    Setting("invalid_action_penalty", 0.1, "Subtracted from the reward of a step whose reply held no valid "
+            "action.", number(0), "group_rollouts"),
+    Setting("invalid_action_penalty_mode", "reward", "Where the invalid-action penalty goes (both in the Learner "
+            "connector; episodes keep the env's rewards): 'reward' (a step reward term: in the episode return and "
+            "the discounted returns of earlier steps) or 'row' (verl-agent's: subtracted from the invalid step's own "
+            "score row after the returns; needs group_stats_over_steps=True and grpo, gigpo or rloo).",
+            choice(PENALTY_MODES), "group_rollouts"),
+    Setting("prompt_template", None, "A registered template name or a str.format template (None: the env's "
+            "own).", _text(True, "a string or None"), "group_rollouts"),
+    Setting("few_shot", None, "(observation, response) example pairs put before each prompt.", _few_shot,
+            "group_rollouts"),
+    Setting("response_prefix", "", "Text the assistant turn starts with (prefilled in the prompt, not "
+            "generated), e.g. '<action>': the reply is parsed as prefix + generated text. Small models then rarely "
+            "miss the action format.", _text(False, "a string ('' for none)"), "group_rollouts"),
+    Setting("env_step_timeout_s", None, "Seconds an env reset/step may take before the runner abandons the env, "
+            "builds a fresh one and truncates the episode (None: no limit; an env that hangs then hangs the "
+            "rollout).", number(0, optional=True, low_open=True), "group_rollouts"),
+    # .training(): what every estimator and loss shares.
+    Setting("advantage_estimator", "gigpo", "The advantage estimator (grpo, gigpo, rloo, reinforce_pp, gae, or one "
+            "registered with register_estimator).", choice(lambda: ADVANTAGE_ESTIMATORS)),
+    Setting("advantage_norm", "std", "How group advantages are normalised: 'std' (subtract the mean, divide by "
+            "the std), 'mean' (subtract only; Dr. GRPO), 'none'.", choice(NORM_MODES)),
+    Setting("group_stats_over_steps", False, "Group mean/std over step rows (long episodes weigh more), "
+            "verl-agent's default; False: per episode.", flag()),
+    Setting("policy_loss", "ppo", "'ppo' (clipped token ratios) or 'gspo' (clipped sequence ratios).",
+            choice(lambda: POLICY_LOSSES)),
+    Setting("clip_ratio_low", 0.2, "Lower clip of the ratio (clip_param sets both).", open_interval(0, 10)),
+    Setting("clip_ratio_high", 0.2, "Upper clip of the ratio; above clip_ratio_low is DAPO's clip-higher.",
+            open_interval(0, 10)),
+    Setting("clip_ratio_c", 3.0, "Dual-clip bound for negative advantages (verl's default 3.0); None switches it "
+            "off.", number(1, optional=True, low_open=True)),
+    Setting("loss_agg_mode", "token-mean", "How token losses become one number (verl's loss_agg_mode).",
+            choice(LOSS_AGG_MODES)),
+    Setting("kl_coeff", 0.0, "Weight of the KL-to-reference loss term (a frozen reference is kept when > 0).",
+            number(0)),
+    Setting("kl_estimator", "low_var_kl", "Estimator of that KL term.", choice(KL_ESTIMATORS)),
+    Setting("entropy_coeff", 0.0, "Weight of the entropy bonus (the starting coefficient under "
+            "entropy_target).", number(0)),
+    Setting("entropy_target", None, "Adaptive entropy control (Skywork-OR1): a target entropy (nats per response "
+            "token) below which an entropy bonus switches on, its coefficient rising by entropy_coeff_step per "
+            "optimizer step while the entropy stays below the target and falling back (to 0) above it. None: the "
+            "fixed entropy_coeff.", number(0, optional=True, low_open=True)),
+    Setting("entropy_coeff_step", 0.005, "The adaptive entropy coefficient's step.", number(0)),
+    Setting("weight_decay", 0.0, "AdamW weight decay.", number(0)),
+    Setting("micro_batch_size", None, "Rows per forward/backward pass of the Learner (None: the whole minibatch "
+            "at once). A minibatch's micro-batches accumulate their gradients into one optimizer step, weighted so "
+            "the step equals the whole minibatch's (verl's ppo_micro_batch_size_per_gpu, TRL's gradient "
+            "accumulation).", number(1, optional=True, integer=True)),
+    Setting("logprob_batch_size", None, "Rows per no-grad forward pass of the Learner connectors (reference and "
+            "proximal log-probs, values): verl's log_prob_micro_batch_size_per_gpu. None: micro_batch_size, else "
+            "the minibatch. Larger is faster where passes are launch-bound (small models on a GPU).",
+            number(1, optional=True, integer=True)),
+    Setting("shared_prefix_forward", None, "The Learner's forward runs the prompt prefix all rows of a pass share "
+            "(system prompt, examples) once at batch 1 and broadcasts its KV cache: fewer FLOPs, two model calls "
+            "instead of one. None: on a CPU (compute-bound) yes, on a GPU no (launch-bound at small models, "
+            "benchmarks/results/learner_update_h200.md); True for a large model with a long shared prompt on a "
+            "GPU.", flag(optional=True)),
+    # .evaluation(): held-out seeds, offset far from training seeds.
+    Setting("evaluation_num_seeds", 32, "Held-out seeds the before/after (and periodic) evaluation plays.",
+            _positive_int, "evaluation"),
+    Setting("evaluation_seed_offset", HELD_OUT_SEED_OFFSET, "The first held-out seed; envs with a finite task "
+            "pool keep part of it for seeds from here on (HeldOutSplit).", number(0, integer=True), "evaluation"),
+    Setting("held_out_interval", None, "Greedy success on the held-out seeds every N training iterations, in the "
+            "results under held_out/ (what a Tune sweep selects on); None: only the CLI's before/after "
+            "evaluation.", number(1, optional=True, integer=True), "evaluation"),
+)
+
+
+def _penalty_row_rule(config: Any) -> list[str]:
+    if config.invalid_action_penalty_mode == "row" and not (
+        config.group_stats_over_steps is True and config.advantage_estimator in ("grpo", "gigpo", "rloo")
+    ):
+        return ["invalid_action_penalty_mode='row' (verl-agent's) scores step rows: it needs "
+                "group_stats_over_steps=True and advantage_estimator grpo, gigpo or rloo"]
+    return []
+
+
+def _fields_rllib_leaves_unchecked(config: Any) -> list[str]:
+    """RLlib's fields and ours outside the declared builders, which nothing checks before they fail deep inside
+    a Ray actor."""
+    errors = [e for e in (number(0, 1)("gamma", config.gamma), flag()("gradient_checkpointing", config.gradient_checkpointing),
+                          number(0, optional=True, low_open=True)("grad_clip", config.grad_clip)) if e]
+    if not isinstance(config.lr, list):  # a list is an RLlib lr schedule, which RLlib checks
+        errors += [e for e in [number(0, low_open=True)("lr", config.lr)] if e]
+    if not isinstance(config.generation_backend_options, dict):
+        errors.append(f"generation_backend_options must be a dict, got {config.generation_backend_options!r}")
+    return errors
+
+
+declare_rule(__name__, _penalty_row_rule)
+declare_rule(__name__, _fields_rllib_leaves_unchecked)
+
 
 
 def _set(config: AlgorithmConfig, **values: Any) -> None:
@@ -94,106 +227,12 @@ class LLMConfig(AlgorithmConfig):
         self.generation_backend = "hf"
         self.generation_backend_options: dict[str, Any] = {}
         self.sampling: dict[str, Any] = vars(SamplingParams()).copy()
-        # .group_rollouts()
-        self.group_size = 4
-        self.num_groups = 2
-        self.max_episode_steps = 10
-        self.invalid_action_penalty = 0.1
-        #: Where the invalid-action penalty goes (both in the Learner connector; episodes keep the env's rewards):
-        #: "reward" (a step reward term: in the episode return and the discounted returns of earlier steps) or
-        #: "row" (verl-agent's: subtracted from the invalid step's own score row after the returns; needs
-        #: group_stats_over_steps=True and grpo, gigpo or rloo).
-        self.invalid_action_penalty_mode = "reward"
-        self.prompt_template: str | None = None
-        self.few_shot: list[tuple[str, str]] | None = None
-        #: Text the assistant turn starts with (prefilled in the prompt, not generated), e.g. "<action>": the
-        #: reply is parsed as prefix + generated text. Small models then rarely miss the action format.
-        self.response_prefix = ""
-        #: Seconds an env reset/step may take before the runner abandons the env, builds a fresh one and
-        #: truncates the episode (None: no limit; an env that hangs then hangs the rollout).
-        self.env_step_timeout_s: float | None = None
-        # .training()
+        # RLlib's training fields, with the LLM algorithms' defaults.
         self.lr = 1e-5
         self.gamma = 0.95
         self.grad_clip = 1.0
-        self.weight_decay = 0.0
-        #: Rows per forward/backward pass of the Learner (None: the whole minibatch at once). A minibatch's
-        #: micro-batches accumulate their gradients into one optimizer step, weighted so the step equals the
-        #: whole minibatch's (verl's ppo_micro_batch_size_per_gpu, TRL's gradient accumulation).
-        self.micro_batch_size: int | None = None
-        #: Rows per no-grad forward pass of the Learner connectors (reference and proximal log-probs, values):
-        #: verl's log_prob_micro_batch_size_per_gpu. None: micro_batch_size, else the minibatch (whose training
-        #: pass fits, so this one does). Larger is faster where passes are launch-bound (small models on a GPU).
-        self.logprob_batch_size: int | None = None
-        #: The Learner's forward runs the prompt prefix all rows of a pass share (system prompt, examples) once
-        #: at batch 1 and broadcasts its KV cache: fewer FLOPs, two model calls instead of one. None: on a CPU
-        #: (compute-bound) yes, on a GPU no (launch-bound at small models: an update of the main job at GPU size
-        #: took 2.8 s instead of 3.9 s without it, benchmarks/results/learner_update_h200.md); True for a large
-        #: model with a long shared prompt on a GPU.
-        self.shared_prefix_forward: bool | None = None
-        self.advantage_estimator = "gigpo"
-        self.step_advantage_weight = 1.0
-        self.advantage_norm = "std"
-        #: Group mean/std over steps (long episodes weigh more) as verl-agent's default; False: per episode.
-        self.group_stats_over_steps = False
-        #: GiGPO step groups: "exact" anchors within an episode group (the paper's), "similarity" (str() ratio
-        #: >= similarity_threshold, verl-agent's), or "exact_across_groups" (identical anchors of all groups).
-        self.step_grouping = "exact"
-        self.similarity_threshold = 0.9
-        self.policy_loss = "ppo"
-        self.clip_ratio_low = 0.2
-        self.clip_ratio_high = 0.2
-        #: Dual-clip bound for negative advantages (verl's default 3.0); None switches it off.
-        self.clip_ratio_c: float | None = 3.0
-        self.loss_agg_mode = "token-mean"
-        self.kl_coeff = 0.0
-        self.kl_estimator = "low_var_kl"
-        #: KL to the reference folded into the token rewards (REINFORCE++), and its estimator.
-        self.kl_reward_coeff = 0.0
-        self.kl_reward_estimator = "k1"
-        self.entropy_coeff = 0.0
-        #: Adaptive entropy control (Skywork-OR1): a target entropy (nats per response token) below which an
-        #: entropy bonus switches on, its coefficient rising by ``entropy_coeff_step`` per optimizer step while
-        #: the entropy stays below the target and falling back (to 0) above it; ``entropy_coeff`` is then its
-        #: starting value. None: the fixed ``entropy_coeff``.
-        self.entropy_target: float | None = None
-        self.entropy_coeff_step = 0.005
-        # Critic (advantage_estimator="gae"): GAE lambda, value loss weight and clipping.
-        self.lambda_ = 0.95
-        self.vf_loss_coeff = 0.5
-        self.vf_clip_param: float | None = 0.5
-        self.value_head_detach = False
-        # DAPO: dynamic sampling (needs a DynamicSamplingMixin algorithm) and the soft overlong penalty.
-        self.dynamic_sampling = False
-        self.max_sampling_rounds = 4
-        self.overlong_buffer_len = 0
-        self.overlong_penalty_factor = 1.0
-        # Asynchronous rollouts (RLlib's IMPALA/APPO pattern; notes/async.md).
-        #: EnvRunners keep playing group rollouts with the weights they have while the Learner updates on the
-        #: complete groups that arrived (needs num_env_runners >= 1; single-agent).
-        self.async_rollouts = False
-        #: A group sampled with weights more than this many Learner updates old is dropped (and counted).
-        self.max_staleness = 1
-        #: Learner updates between weight broadcasts to the EnvRunners (APPO's name).
-        self.broadcast_interval = 1
-        #: Learner updates one EnvRunner rollout feeds: each ``sample()`` plays ``num_groups`` x this many groups
-        #: and the queue hands them to the next updates (APPO's rollout fragment vs train batch). Where
-        #: generation is latency-bound (small batches on a GPU) a larger rollout costs little more than a small
-        #: one, so the Learner waits less; the price is staleness: in steady state a rollout's groups are
-        #: trained k to 2k - 1 updates after its weights, so ``max_staleness`` must be >= 2k - 1.
-        self.updates_per_rollout = 1
-        #: How stale groups are corrected: "decoupled" (PPO clipped against the Learner's policy before the
-        #: update, each token weighted by min(pi_prox / mu, behaviour_weight_cap); one extra no-grad forward
-        #: pass per update) or "none" (the ratio against the behaviour log-probs, as in lock-step training).
-        self.off_policy_correction = "decoupled"
-        #: The truncation of the decoupled objective's behaviour weights (V-trace's rho-bar).
-        self.behaviour_weight_cap = 2.0
-        # .evaluation(): held-out seeds are offset far from training seeds.
-        self.evaluation_num_seeds = 32
-        self.evaluation_seed_offset = HELD_OUT_SEED_OFFSET
-        #: Greedy success on the held-out seeds every N training iterations, in the results under ``held_out/``
-        #: (what a Tune sweep selects on); None: only the CLI's before/after evaluation.
-        self.held_out_interval: int | None = None
+        # Every declared setting (this module's, and those the algorithm modules declare).
+        set_defaults(self)
 
     # --- builder methods -----------------------------------------------------------------------------
 
@@ -252,136 +291,32 @@ class LLMConfig(AlgorithmConfig):
         self.sampling = vars(SamplingParams.from_dict({**self.sampling, **sampling})).copy()
         return self
 
-    def group_rollouts(
-        self,
-        *,
-        group_size: int = NotProvided,
-        num_groups: int = NotProvided,
-        max_episode_steps: int = NotProvided,
-        invalid_action_penalty: float = NotProvided,
-        invalid_action_penalty_mode: str = NotProvided,
-        prompt_template: str | None = NotProvided,
-        few_shot: list | None = NotProvided,
-        response_prefix: str = NotProvided,
-        env_step_timeout_s: float | None = NotProvided,
-    ) -> LLMConfig:
-        """Group environments: ``num_groups`` groups of ``group_size`` envs sharing an initial state.
-        ``env_step_timeout_s`` bounds each env reset/step (a hung env is replaced, its episode truncated).
-        ``response_prefix`` prefills the start of every reply (e.g. ``"<action>"``; parsed with the reply)."""
-        _set(
-            self,
-            group_size=group_size,
-            num_groups=num_groups,
-            max_episode_steps=max_episode_steps,
-            invalid_action_penalty=invalid_action_penalty,
-            invalid_action_penalty_mode=invalid_action_penalty_mode,
-            prompt_template=prompt_template,
-            few_shot=few_shot,
-            response_prefix=response_prefix,
-            env_step_timeout_s=env_step_timeout_s,
-        )
+    @settings_builder("group_rollouts")
+    def group_rollouts(self, **settings: Any) -> LLMConfig:
+        """Group environments: ``num_groups`` groups of ``group_size`` envs sharing an initial state, and how a
+        rollout turns replies into steps (`rllib-llm settings` lists every argument)."""
+        rest = take(self, "group_rollouts", settings)
+        if rest:
+            raise unknown_argument_error(self, "group_rollouts", rest, [s.name for s in declared("group_rollouts")])
         return self
 
-    def training(
-        self,
-        *,
-        advantage_estimator: str = NotProvided,
-        step_advantage_weight: float = NotProvided,
-        advantage_norm: str = NotProvided,
-        group_stats_over_steps: bool = NotProvided,
-        step_grouping: str = NotProvided,
-        similarity_threshold: float = NotProvided,
-        policy_loss: str = NotProvided,
-        clip_param: float = NotProvided,
-        clip_ratio_low: float = NotProvided,
-        clip_ratio_high: float = NotProvided,
-        clip_ratio_c: float | None = NotProvided,
-        loss_agg_mode: str = NotProvided,
-        kl_coeff: float = NotProvided,
-        kl_estimator: str = NotProvided,
-        kl_reward_coeff: float = NotProvided,
-        kl_reward_estimator: str = NotProvided,
-        entropy_coeff: float = NotProvided,
-        entropy_target: float | None = NotProvided,
-        entropy_coeff_step: float = NotProvided,
-        lambda_: float = NotProvided,
-        vf_loss_coeff: float = NotProvided,
-        vf_clip_param: float | None = NotProvided,
-        value_head_detach: bool = NotProvided,
-        dynamic_sampling: bool = NotProvided,
-        max_sampling_rounds: int = NotProvided,
-        overlong_buffer_len: int = NotProvided,
-        overlong_penalty_factor: float = NotProvided,
-        weight_decay: float = NotProvided,
-        micro_batch_size: int | None = NotProvided,
-        logprob_batch_size: int | None = NotProvided,
-        shared_prefix_forward: bool | None = NotProvided,
-        async_rollouts: bool = NotProvided,
-        max_staleness: int = NotProvided,
-        broadcast_interval: int = NotProvided,
-        updates_per_rollout: int = NotProvided,
-        off_policy_correction: str = NotProvided,
-        behaviour_weight_cap: float = NotProvided,
-        **kwargs: Any,
-    ) -> LLMConfig:
-        """RLlib's training settings plus the advantage/loss settings of the LLM algorithms.
-
-        ``clip_param`` sets both clip ratios; ``clip_ratio_high > clip_ratio_low`` is DAPO's clip-higher.
-        Estimators (``advantage_estimator``): ``grpo``, ``gigpo``, ``rloo``, ``reinforce_pp``, ``gae``
-        (PPO with a critic); policy losses (``policy_loss``): ``ppo`` (token ratios), ``gspo`` (sequence
-        ratios). ``micro_batch_size`` bounds the rows of one forward/backward pass (gradient accumulation
-        within a minibatch: memory, not the update, changes); ``logprob_batch_size`` the rows of the Learner
-        connectors' no-grad passes (reference and proximal log-probs, values); ``shared_prefix_forward`` whether
-        the Learner runs the rows' shared prompt prefix once (default: on a CPU only). ``async_rollouts`` lets EnvRunners sample while
-        the Learner updates (``max_staleness``, ``broadcast_interval``, ``updates_per_rollout``,
-        ``off_policy_correction``, ``behaviour_weight_cap``; notes/async.md). See notes/algorithms.md for every field.
-        """
-        super().training(**kwargs)
-        if async_rollouts is True:  # RLlib's per-iteration connector-state sync asks every remote EnvRunner and
-            # waits, i.e. for the rollout in flight; the LLM connectors keep no state, weights go by the state
-            # server (LLMAlgorithm.setup). IMPALA skips that sync the same way.
+    @settings_builder("training")
+    def training(self, *, clip_param: float = NotProvided, **settings: Any) -> LLMConfig:
+        """RLlib's training settings (``lr``, ``gamma``, ``train_batch_size``, ...) plus the declared settings of
+        the estimators and losses (`rllib-llm settings`; notes/settings.md). ``clip_param`` sets both clip
+        ratios."""
+        rllib_args = take(self, "training", settings)
+        known = set(inspect.signature(AlgorithmConfig.training).parameters) - {"self"}
+        unknown = [name for name in rllib_args if name not in known]
+        if unknown:
+            raise unknown_argument_error(self, "training", unknown, [*known, *(s.name for s in declared("training"))])
+        super().training(**rllib_args)
+        if settings.get("async_rollouts") is True:  # RLlib's per-iteration connector-state sync asks every
+            # remote EnvRunner and waits, i.e. for the rollout in flight; the LLM connectors keep no state, weights
+            # go by the state server (LLMAlgorithm.setup). IMPALA skips that sync the same way.
             self.env_runners(merge_env_runner_states=False, broadcast_env_runner_states=False)
         if clip_param is not NotProvided:
             self.clip_ratio_low = self.clip_ratio_high = clip_param
-        _set(
-            self,
-            advantage_estimator=advantage_estimator,
-            step_advantage_weight=step_advantage_weight,
-            advantage_norm=advantage_norm,
-            group_stats_over_steps=group_stats_over_steps,
-            step_grouping=step_grouping,
-            similarity_threshold=similarity_threshold,
-            policy_loss=policy_loss,
-            clip_ratio_low=clip_ratio_low,
-            clip_ratio_high=clip_ratio_high,
-            clip_ratio_c=clip_ratio_c,
-            loss_agg_mode=loss_agg_mode,
-            kl_coeff=kl_coeff,
-            kl_estimator=kl_estimator,
-            kl_reward_coeff=kl_reward_coeff,
-            kl_reward_estimator=kl_reward_estimator,
-            entropy_coeff=entropy_coeff,
-            entropy_target=entropy_target,
-            entropy_coeff_step=entropy_coeff_step,
-            lambda_=lambda_,
-            vf_loss_coeff=vf_loss_coeff,
-            vf_clip_param=vf_clip_param,
-            value_head_detach=value_head_detach,
-            dynamic_sampling=dynamic_sampling,
-            max_sampling_rounds=max_sampling_rounds,
-            overlong_buffer_len=overlong_buffer_len,
-            overlong_penalty_factor=overlong_penalty_factor,
-            weight_decay=weight_decay,
-            micro_batch_size=micro_batch_size,
-            logprob_batch_size=logprob_batch_size,
-            shared_prefix_forward=shared_prefix_forward,
-            async_rollouts=async_rollouts,
-            max_staleness=max_staleness,
-            broadcast_interval=broadcast_interval,
-            updates_per_rollout=updates_per_rollout,
-            off_policy_correction=off_policy_correction,
-            behaviour_weight_cap=behaviour_weight_cap,
-        )
         return self
 
     @property
@@ -401,17 +336,11 @@ class LLMConfig(AlgorithmConfig):
         needs = estimator_needs(self) if self.advantage_estimator in ADVANTAGE_ESTIMATORS else ()
         return self.kl_coeff > 0 or NEED_REF_LOGP in needs
 
-    def evaluation(
-        self,
-        *,
-        evaluation_num_seeds: int = NotProvided,
-        evaluation_seed_offset: int = NotProvided,
-        held_out_interval: int | None = NotProvided,
-        **kwargs: Any,
-    ):
-        super().evaluation(**kwargs)
-        _set(self, evaluation_num_seeds=evaluation_num_seeds, evaluation_seed_offset=evaluation_seed_offset,
-             held_out_interval=held_out_interval)
+    @settings_builder("evaluation")
+    def evaluation(self, **settings: Any):
+        """RLlib's evaluation settings plus the held-out seeds' (``evaluation_num_seeds``,
+        ``evaluation_seed_offset``, ``held_out_interval``)."""
+        super().evaluation(**take(self, "evaluation", settings))
         return self
 
     # --- validation ----------------------------------------------------------------------------------
@@ -501,119 +430,9 @@ class LLMConfig(AlgorithmConfig):
         return errors
 
     def _algorithm_errors(self) -> list[str]:
-        """The advantage/loss/sampling fields: one message per bad field, naming it and what is allowed."""
-        from rllib_llm.algorithms.dynamic_sampling import DynamicSamplingMixin
-
-        errors: list[str] = []
-
-        def check(ok: bool, message: str) -> None:
-            if not ok:
-                errors.append(message)
-
-        def number(name: str, low: float | None = None, high: float | None = None, *, optional: bool = False,
-                   low_open: bool = False, integer: bool = False) -> None:
-            value = getattr(self, name)
-            if optional and value is None:
-                return
-            kind = int if integer else (int, float)
-            ok = isinstance(value, kind) and not isinstance(value, bool) and math.isfinite(value)
-            ok = ok and (low is None or (value > low if low_open else value >= low)) and (high is None or value <= high)
-            left = "(" if low_open else "["
-            span = f"in {left}{low}, {high}]" if high is not None else f"{'>' if low_open else '>='} {low}"
-            what = ("an int" if integer else "a number") + (" or None" if optional else "")
-            check(ok, f"{name} must be {span} ({what}), got {value!r}")
-
-        def choice(name: str, allowed) -> None:
-            allowed = tuple(sorted(allowed)) if isinstance(allowed, dict) else tuple(allowed)
-            check(getattr(self, name) in allowed, f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
-
-        def flag(name: str, *, optional: bool = False) -> None:
-            value = getattr(self, name)
-            allowed = "True, False or None" if optional else "True or False"
-            check(isinstance(value, bool) or (optional and value is None), f"{name} must be {allowed}, got {value!r}")
-
-        choice("advantage_estimator", ADVANTAGE_ESTIMATORS)
-        choice("advantage_norm", NORM_MODES)
-        choice("step_grouping", STEP_GROUPINGS)
-        choice("policy_loss", POLICY_LOSSES)
-        choice("loss_agg_mode", LOSS_AGG_MODES)
-        choice("invalid_action_penalty_mode", PENALTY_MODES)
-        if self.invalid_action_penalty_mode == "row":
-            check(self.group_stats_over_steps is True and self.advantage_estimator in ("grpo", "gigpo", "rloo"),
-                  "invalid_action_penalty_mode='row' (verl-agent's) scores step rows: it needs "
-                  "group_stats_over_steps=True and advantage_estimator grpo, gigpo or rloo")
-        choice("kl_estimator", KL_ESTIMATORS)
-        choice("kl_reward_estimator", KL_ESTIMATORS)
-        for name in ("group_stats_over_steps", "value_head_detach", "dynamic_sampling", "async_rollouts"):
-            flag(name)
-        number("max_staleness", 0, integer=True)
-        number("broadcast_interval", 1, integer=True)
-        number("updates_per_rollout", 1, integer=True)
-        number("behaviour_weight_cap", 1)
-        choice("off_policy_correction", OFF_POLICY_CORRECTIONS)
-        if self.async_rollouts is True:
-            check(not self.is_multi_agent, "async_rollouts=True is single-agent only for now")
-            check(self.merge_env_runner_states is False and self.broadcast_env_runner_states is False,
-                  "async_rollouts=True: set .env_runners(merge_env_runner_states=False, broadcast_env_runner_states="
-                  "False) (.training(async_rollouts=True) does): RLlib's connector-state sync would wait for every "
-                  "rollout in flight")
-        k = self.updates_per_rollout
-        if isinstance(k, int) and not isinstance(k, bool) and k > 1:
-            check(self.async_rollouts is True,
-                  f"updates_per_rollout={k} needs async_rollouts=True (a lock-step update trains on its whole rollout)")
-            check(not isinstance(self.max_staleness, int) or self.max_staleness >= 2 * k - 1,
-                  f"updates_per_rollout={k} trains a rollout's groups up to {2 * k - 1} updates after their weights: "
-                  f"set max_staleness >= {2 * k - 1} (got {self.max_staleness}), or every rollout's tail is dropped")
-        number("similarity_threshold", 0, 1, low_open=True)
-        number("gamma", 0, 1)
-        number("lambda_", 0, 1)
-        for name in ("step_advantage_weight", "kl_coeff", "kl_reward_coeff", "entropy_coeff", "vf_loss_coeff",
-                     "invalid_action_penalty", "overlong_penalty_factor", "entropy_coeff_step"):
-            number(name, 0)
-        number("entropy_target", 0, optional=True, low_open=True)
-        for name in ("clip_ratio_low", "clip_ratio_high"):
-            value = getattr(self, name)
-            ok = isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < 10
-            check(ok, f"{name} must be in (0, 10), got {value!r}")
-        number("clip_ratio_c", 1, optional=True, low_open=True)
-        number("env_step_timeout_s", 0, optional=True, low_open=True)
-        number("vf_clip_param", 0, optional=True, low_open=True)
-        number("max_sampling_rounds", 1, integer=True)
-        number("overlong_buffer_len", 0, integer=True)
-        # Settings nothing downstream checks before they fail deep inside a Ray actor.
-        flag("gradient_checkpointing")
-        number("weight_decay", 0)
-        number("micro_batch_size", 1, optional=True, integer=True)
-        number("logprob_batch_size", 1, optional=True, integer=True)
-        flag("shared_prefix_forward", optional=True)
-        number("grad_clip", 0, optional=True, low_open=True)
-        number("evaluation_seed_offset", 0, integer=True)
-        number("held_out_interval", 1, optional=True, integer=True)
-        if not isinstance(self.lr, list):  # a list is an RLlib lr schedule, which RLlib checks
-            number("lr", 0, low_open=True)
-        check(isinstance(self.generation_backend_options, dict),
-              f"generation_backend_options must be a dict, got {self.generation_backend_options!r}")
-        check(self.prompt_template is None or isinstance(self.prompt_template, str),
-              f"prompt_template must be a string or None, got {self.prompt_template!r}")
-        check(isinstance(self.response_prefix, str),
-              f"response_prefix must be a string ('' for none), got {self.response_prefix!r}")
-        check(self.few_shot is None or (isinstance(self.few_shot, (list, tuple)) and all(
-            isinstance(shot, (list, tuple)) and len(shot) == 2 and all(isinstance(x, str) for x in shot)
-            for shot in self.few_shot)),
-            f"few_shot must be a list of (observation, response) string pairs or None, got {self.few_shot!r}")
-        max_new_tokens = self.sampling.get("max_new_tokens", 0) if isinstance(self.sampling, dict) else 0
-        max_new_tokens = max_new_tokens if isinstance(max_new_tokens, int) else 0
-        check(
-            not isinstance(self.overlong_buffer_len, int) or self.overlong_buffer_len < max(max_new_tokens, 1),
-            f"overlong_buffer_len must be < max_new_tokens ({max_new_tokens}), got {self.overlong_buffer_len!r}",
-        )
-        check(
-            not self.dynamic_sampling
-            or (isinstance(self.algo_class, type) and issubclass(self.algo_class, DynamicSamplingMixin)),
-            f"dynamic_sampling=True needs an algorithm with dynamic sampling (DAPO, DynamicGiGPO), "
-            f"not {getattr(self.algo_class, '__name__', self.algo_class)}",
-        )
-        return errors
+        """Every declared setting's check and every declared rule (:mod:`rllib_llm.algorithms.settings`): one
+        message per bad field, naming it and what is allowed."""
+        return setting_errors(self)
 
     # --- RLlib hooks ---------------------------------------------------------------------------------
 

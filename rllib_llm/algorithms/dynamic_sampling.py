@@ -14,7 +14,28 @@ from typing import Any
 
 import numpy as np
 
+from rllib_llm.algorithms.settings import Setting, declare, declare_rule, flag, number
 from rllib_llm.columns import GROUP_ID
+
+declare(
+    __name__,
+    Setting("dynamic_sampling", False, "Train only on informative groups, sampling more rollouts until one "
+            "rollout's worth of groups is kept (needs a DynamicSamplingMixin algorithm: DAPO, DynamicGiGPO).",
+            flag()),
+    Setting("max_sampling_rounds", 4, "The most rollouts dynamic sampling plays for one update.",
+            number(1, integer=True)),
+)
+
+
+def _needs_the_mixin(config: Any) -> list[str]:
+    if config.dynamic_sampling and not (isinstance(config.algo_class, type) and issubclass(config.algo_class,
+                                                                                          DynamicSamplingMixin)):
+        return ["dynamic_sampling=True needs an algorithm with dynamic sampling (DAPO, DynamicGiGPO), "
+                f"not {getattr(config.algo_class, '__name__', config.algo_class)}"]
+    return []
+
+
+declare_rule(__name__, _needs_the_mixin)
 
 #: Returns closer than this count as equal (sums of the same rewards in another order may differ by ulps).
 RETURN_TOLERANCE = 1e-9

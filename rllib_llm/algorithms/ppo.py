@@ -10,15 +10,23 @@ from __future__ import annotations
 
 from rllib_llm.algorithms.algorithm import LLMAlgorithm
 from rllib_llm.algorithms.config import LLMConfig
+from rllib_llm.algorithms.settings import Setting, declare, flag, number
+
+declare(
+    __name__,
+    Setting("lambda_", 0.95, "GAE's lambda over each episode's env steps.", number(0, 1)),
+    Setting("vf_loss_coeff", 0.5, "Weight of the value loss.", number(0)),
+    Setting("vf_clip_param", 0.5, "Clip of the value update around the old value (None: unclipped).",
+            number(0, optional=True, low_open=True)),
+    Setting("value_head_detach", False, "Train the value head on a detached last hidden state (the critic's loss "
+            "then leaves the policy LM alone).", flag()),
+)
 
 
 class PPOConfig(LLMConfig):
     def __init__(self, algo_class=None) -> None:
         super().__init__(algo_class=algo_class or PPO)
         self.advantage_estimator = "gae"
-        self.lambda_ = 0.95
-        self.vf_loss_coeff = 0.5
-        self.vf_clip_param = 0.5
 
 
 class PPO(LLMAlgorithm):

@@ -915,7 +915,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--extra-body", default=None, help='JSON merged into each request, e.g. \'{"top_k": 1}\'')
     p.add_argument("--output", default=None, help="directory for trajectories.jsonl and summary.json")
     p.set_defaults(func=prompt_agent)
+    p = sub.add_parser("settings", help="every declared config setting: builder method, default, meaning")
+    p.add_argument("--builder", default=None, choices=("training", "group_rollouts", "evaluation"),
+                   help="only the settings of this builder method")
+    p.add_argument("--algorithm", default=None, metavar="NAME",
+                   help="show this algorithm's defaults (grpo, gigpo, dapo, ppo, ...; default: the declared ones)")
+    p.set_defaults(func=show_settings)
     return parser
+
+
+def show_settings(args: argparse.Namespace) -> None:
+    """``rllib-llm settings``: the declared settings as a markdown table (notes/settings.md is its output)."""
+    from rllib_llm.algorithms import ALGORITHMS
+    from rllib_llm.algorithms.settings import settings_table
+
+    config = None
+    if args.algorithm is not None:
+        if args.algorithm not in ALGORITHMS:
+            raise UserError(f"unknown algorithm {args.algorithm!r}; one of {', '.join(sorted(ALGORITHMS))}")
+        config = ALGORITHMS[args.algorithm]()
+    print(settings_table(args.builder, config))
 
 
 USER_ERRORS = (UserError, ValueError, FileNotFoundError)
