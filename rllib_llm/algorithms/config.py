@@ -373,7 +373,8 @@ class LLMConfig(AlgorithmConfig):
             value = getattr(self, name)
             ok = isinstance(value, int) and not isinstance(value, bool) and value >= 1
             check(ok, f"{name} must be an int >= 1, got {value!r}")
-        check(self.generation_backend in BACKENDS, f"generation_backend must be one of {BACKENDS}, got {self.generation_backend!r}")
+        check(self.generation_backend in BACKENDS,
+              f"generation_backend must be one of {tuple(sorted(BACKENDS))}, got {self.generation_backend!r}")
         check(not self.torch_compile_worker,
               "torch_compile_worker: EnvRunners generate through their backend (hf's own CUDA-graph decode, vLLM's "
               "engine), which torch.compile of the module would not reach or would fight; compile the Learner only "

@@ -267,7 +267,7 @@ class LLMLearner(MsgpackCheckpointable, TorchLearner):
                 stats["behaviour_weight_capped_fraction"] = masked_mean(
                     (weights >= config.behaviour_weight_cap).to(weights.dtype), fmask
                 )
-        loss, policy_stats = POLICY_LOSSES[config.policy_loss](
+        loss, policy_stats = POLICY_LOSSES.lookup(config.policy_loss)(
             logp,
             old_logp,
             batch[ADVANTAGES],

@@ -33,19 +33,9 @@ from ray.rllib.connectors.connector_v2 import ConnectorV2
 from ray.rllib.core import DEFAULT_MODULE_ID
 
 from rllib_llm.algorithms.advantages import (
-    batch_normalize,
-    discounted_returns,
-    episode_returns,
     factorize_steps,
-    gae_advantages,
-    gigpo_advantages,
-    grpo_advantages,
-    reinforce_pp_advantages,
-    rloo_advantages,
-    similarity_step_groups,
     uninformative_group_fraction,
 )
-from rllib_llm.algorithms.losses import kl_penalty
 from rllib_llm.columns import (
     ACTION_LOGP,
     ADVANTAGES,
@@ -59,7 +49,6 @@ from rllib_llm.columns import (
     IMAGES,
     INPUT_IDS,
     NUM_IMAGES,
-    OLD_VALUES,
     PROMPT,
     PROX_LOGP,
     REF_LOGP,
@@ -67,10 +56,10 @@ from rllib_llm.columns import (
     RESPONSE_MASK,
     REWARDS,
     VALID,
-    VALUE_TARGETS,
 )
 from rllib_llm.core.vision import image_columns
 from rllib_llm.metrics import UNINFORMATIVE_GROUP_FRACTION
+from rllib_llm.registry import Registry
 
 #: What estimators may need from the model, computed as step columns of these names before they run.
 NEED_VALUES = "values"
@@ -217,60 +206,12 @@ MODULE_OUTPUTS: dict[str, Callable[[Any, StepColumns, int | None], np.ndarray]] 
 # --- estimators: fn(step columns, config) -> per-step [N] or per-token [N, R] advantages -----------------
 
 
-def _step_anchor_ids(columns: StepColumns, config: Any) -> np.ndarray:
-    """Anchor ids for GiGPO's step groups: exact ids, or clusters of similar anchors within each group."""
-    if getattr(config, "step_grouping", "exact") == "similarity":
-        return similarity_step_groups(columns[GROUP_INDEX], columns[ANCHOR], config.similarity_threshold)
-    return columns[ANCHOR_INDEX]
-
-
-def _row_offset(columns: StepColumns, config: Any) -> np.ndarray | None:
+def row_offset(columns: StepColumns, config: Any) -> np.ndarray | None:
     """verl-agent's invalid-action penalty (``invalid_action_penalty_mode="row"``): minus the penalty on each
     invalid step's own score row; None in "reward" mode (:class:`InvalidActionPenalty` put it in the reward)."""
     if getattr(config, "invalid_action_penalty_mode", "reward") != "row":
         return None
     return -config.invalid_action_penalty * (~columns[VALID]).astype(np.float64)
-
-
-def _grpo(columns: StepColumns, config: Any) -> np.ndarray:
-    return grpo_advantages(
-        columns[REWARDS], columns[EPISODE_INDEX], columns[GROUP_INDEX], config.advantage_norm,
-        over_steps=getattr(config, "group_stats_over_steps", False), row_offset=_row_offset(columns, config),
-    )
-
-
-def _gigpo(columns: StepColumns, config: Any) -> np.ndarray:
-    return gigpo_advantages(
-        columns[REWARDS],
-        columns[EPISODE_INDEX],
-        columns[GROUP_INDEX],
-        _step_anchor_ids(columns, config),
-        gamma=config.gamma,
-        omega=config.step_advantage_weight,
-        mode=config.advantage_norm,
-        over_steps=getattr(config, "group_stats_over_steps", False),
-        across_groups=getattr(config, "step_grouping", "exact") == "exact_across_groups",
-        row_offset=_row_offset(columns, config),
-    )
-
-
-def _rloo(columns: StepColumns, config: Any) -> np.ndarray:
-    return rloo_advantages(
-        columns[REWARDS], columns[EPISODE_INDEX], columns[GROUP_INDEX],
-        over_steps=getattr(config, "group_stats_over_steps", False), row_offset=_row_offset(columns, config),
-    )
-
-
-def _gae(columns: StepColumns, config: Any) -> np.ndarray:
-    """Turn-level GAE; the step's value is the critic's value at its last prompt token. Writes the critic's
-    values and targets as the ``vf_preds`` / ``value_targets`` columns the value loss reads."""
-    values = columns[NEED_VALUES][:, 0]
-    advantages, targets = gae_advantages(
-        columns[REWARDS], values, columns[EPISODE_INDEX], config.gamma, config.lambda_
-    )
-    columns[OLD_VALUES] = values.astype(np.float32)
-    columns[VALUE_TARGETS] = targets.astype(np.float32)
-    return batch_normalize(advantages, config.advantage_norm)
 
 
 def response_mask_and_logp(columns: StepColumns) -> tuple[np.ndarray, np.ndarray]:
@@ -279,34 +220,12 @@ def response_mask_and_logp(columns: StepColumns) -> tuple[np.ndarray, np.ndarray
     return token[RESPONSE_MASK].astype(np.float64), token[ACTION_LOGP].astype(np.float64)
 
 
-def _reinforce_pp(columns: StepColumns, config: Any) -> np.ndarray:
-    """REINFORCE++: discounted step returns on each step's last token, KL to the reference on every token."""
-    mask, old_logp = response_mask_and_logp(columns)
-    kl = np.zeros(mask.shape)
-    if config.kl_reward_coeff > 0:
-        ref_logp = torch.as_tensor(columns[NEED_REF_LOGP])
-        kl = kl_penalty(torch.as_tensor(old_logp), ref_logp, config.kl_reward_estimator).numpy()
-    if getattr(config, "row_returns", "reward_to_go") == "episode":
-        step_returns = episode_returns(columns[REWARDS], columns[EPISODE_INDEX])[columns[EPISODE_INDEX]]
-    else:
-        step_returns = discounted_returns(columns[REWARDS], columns[EPISODE_INDEX], config.gamma)
-    return reinforce_pp_advantages(step_returns, kl, mask, config.kl_reward_coeff)[0]
-
-
 #: Name -> function(step columns, config) -> advantages. Register more with :func:`register_estimator`.
-ADVANTAGE_ESTIMATORS: dict[str, Callable[[StepColumns, Any], np.ndarray]] = {
-    "grpo": _grpo,
-    "gigpo": _gigpo,
-    "rloo": _rloo,
-    "gae": _gae,
-    "reinforce_pp": _reinforce_pp,
-}
+#: Each algorithm module registers its own (grpo.py, gigpo.py, rloo.py, ppo.py's "gae", reinforce_pp.py).
+ADVANTAGE_ESTIMATORS = Registry("advantage estimator")
 #: Name -> what the estimator needs from the model (keys of :data:`MODULE_OUTPUTS`), or a function of the
 #: config returning them (REINFORCE++ needs the reference only with a KL reward).
-ESTIMATOR_NEEDS: dict[str, tuple[str, ...] | Callable[[Any], tuple[str, ...]]] = {
-    "gae": (NEED_VALUES,),
-    "reinforce_pp": lambda config: (NEED_REF_LOGP,) if config.kl_reward_coeff > 0 else (),
-}
+ESTIMATOR_NEEDS: dict[str, tuple[str, ...] | Callable[[Any], tuple[str, ...]]] = {}
 
 
 def register_estimator(
@@ -317,7 +236,7 @@ def register_estimator(
     """Adds an advantage estimator: ``fn(step_columns, config)`` returns one advantage per row ([N]) or per
     response token ([N, R]); it may add per-row training columns to ``step_columns`` (as GAE adds the value
     targets). ``needs`` names model outputs (:data:`MODULE_OUTPUTS`) it reads as columns."""
-    ADVANTAGE_ESTIMATORS[name] = fn
+    ADVANTAGE_ESTIMATORS.register(name, fn)
     ESTIMATOR_NEEDS[name] = needs
 
 
@@ -402,7 +321,7 @@ class ComputeAdvantages(ConnectorV2):
                 f"Unknown advantage_estimator {config.advantage_estimator!r}; choose one of {sorted(ADVANTAGE_ESTIMATORS)}"
             )
         self.config = config
-        self.estimator = ADVANTAGE_ESTIMATORS[config.advantage_estimator]
+        self.estimator = ADVANTAGE_ESTIMATORS.lookup(config.advantage_estimator)
         self.needs = estimator_needs(config)
 
     def __call__(self, *, rl_module, batch, episodes, explore=None, shared_data=None, metrics=None, **kwargs):

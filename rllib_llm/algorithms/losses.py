@@ -6,6 +6,8 @@ from collections.abc import Callable
 
 import torch
 
+from rllib_llm.registry import Registry
+
 LOSS_AGG_MODES = ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean")
 KL_ESTIMATORS = ("k1", "k2", "k3", "low_var_kl", "abs", "kl", "mse")
 #: verl's names for two of them (``core_algos.kl_penalty``): ``kl`` is k1, ``mse`` is k2.
@@ -154,7 +156,7 @@ def behaviour_weights(prox_logp: torch.Tensor, behaviour_logp: torch.Tensor, cap
 PolicyLoss = Callable[..., tuple[torch.Tensor, dict[str, torch.Tensor]]]
 
 #: ``policy_loss`` config name -> loss function (same signature as :func:`clipped_policy_loss`).
-POLICY_LOSSES: dict[str, PolicyLoss] = {"ppo": clipped_policy_loss, "gspo": gspo_policy_loss}
+POLICY_LOSSES = Registry("policy loss", {"ppo": clipped_policy_loss, "gspo": gspo_policy_loss})
 
 
 def value_loss(

@@ -8,9 +8,16 @@ batch (``advantage_norm``: "std" whitens, "mean" only centers).
 
 from __future__ import annotations
 
+from typing import Any
+
+import numpy as np
+
+from rllib_llm.algorithms.advantages import batch_normalize, gae_advantages
 from rllib_llm.algorithms.algorithm import LLMAlgorithm
 from rllib_llm.algorithms.config import LLMConfig
+from rllib_llm.algorithms.learner_connectors import NEED_VALUES, StepColumns, register_estimator
 from rllib_llm.algorithms.settings import Setting, declare, flag, number
+from rllib_llm.columns import EPISODE_INDEX, OLD_VALUES, REWARDS, VALUE_TARGETS
 
 declare(
     __name__,
@@ -21,6 +28,19 @@ declare(
     Setting("value_head_detach", False, "Train the value head on a detached last hidden state (the critic's loss "
             "then leaves the policy LM alone).", flag()),
 )
+
+
+def gae_estimator(columns: StepColumns, config: Any) -> np.ndarray:
+    """Turn-level GAE; the step's value is the critic's value at its last prompt token. Writes the critic's
+    values and targets as the ``vf_preds`` / ``value_targets`` columns the value loss reads."""
+    values = columns[NEED_VALUES][:, 0]
+    advantages, targets = gae_advantages(columns[REWARDS], values, columns[EPISODE_INDEX], config.gamma, config.lambda_)
+    columns[OLD_VALUES] = values.astype(np.float32)
+    columns[VALUE_TARGETS] = targets.astype(np.float32)
+    return batch_normalize(advantages, config.advantage_norm)
+
+
+register_estimator("gae", gae_estimator, needs=(NEED_VALUES,))
 
 
 class PPOConfig(LLMConfig):

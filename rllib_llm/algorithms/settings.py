@@ -57,7 +57,20 @@ def declare(owner: str, *settings: Setting) -> None:
         if known is not None and known.owner != owner:
             raise ValueError(f"setting {setting.name!r} is declared by {known.owner} already")
         _SETTINGS[setting.name] = Setting(**{**vars(setting), "owner": owner})
-    for builder in {s.builder for s in settings}:
+    _refresh_signatures({s.builder for s in settings})
+
+
+def forget(owner: str) -> None:
+    """Removes ``owner``'s settings and rules (a plug-in unloaded, a test's module)."""
+    gone = [s for s in _SETTINGS.values() if s.owner == owner]
+    for setting in gone:
+        del _SETTINGS[setting.name]
+    _RULES[:] = [(o, rule) for o, rule in _RULES if o != owner]
+    _refresh_signatures({s.builder for s in gone})
+
+
+def _refresh_signatures(builders: set[str]) -> None:
+    for builder in builders:
         for fn in _BUILDERS.get(builder, []):
             fn.__signature__ = _signature(fn, builder)
 

@@ -24,6 +24,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from rllib_llm.registry import Registry
+
 THINK_ACTION_FORMAT = (
     "First reason step by step about the current situation inside <think> </think> tags. Then give exactly "
     "one action for this step inside <action> </action> tags."
@@ -90,7 +92,7 @@ _POINTS = _pair(
 )
 
 #: Built-in templates, keyed by env alias ("generic" fits any :class:`~rllib_llm.envs.base.TextEnv`).
-TEMPLATES: dict[str, PromptTemplate] = {
+TEMPLATES = Registry("prompt template", {
     "generic": _pair(
         "You are an agent acting in a text environment. Your task: {task_description}",
         _STEP + "Current observation:\n{current_observation}\n" + _ADMISSIBLE,
@@ -163,13 +165,12 @@ TEMPLATES: dict[str, PromptTemplate] = {
         "</answer> tags, without detailed illustrations. For example, <answer>Beijing</answer>.",
         system="",
     ),
-}
+})
 
 
 def register_template(name: str, template: PromptTemplate | str | dict[str, Any]) -> PromptTemplate:
     """Adds (or replaces) the template called ``name``; returns it as a :class:`PromptTemplate`."""
-    TEMPLATES[name] = PromptTemplate.from_any(template)
-    return TEMPLATES[name]
+    return TEMPLATES.register(name, PromptTemplate.from_any(template))
 
 
 def get_template(name: str) -> PromptTemplate:

@@ -13,7 +13,11 @@ from typing import Any
 
 import gymnasium as gym
 
-_ALIASES: dict[str, str] = {}
+from rllib_llm.registry import Registry
+from rllib_llm.registry import unknown_name_error as _unknown
+
+#: Alias -> gymnasium id.
+_ALIASES = Registry("env")
 
 
 def register_env(alias: str, entry_point: str | Callable[..., gym.Env], gym_id: str | None = None) -> str:
@@ -21,7 +25,7 @@ def register_env(alias: str, entry_point: str | Callable[..., gym.Env], gym_id: 
     gym_id = gym_id or f"rllib_llm/{alias}-v0"
     if gym_id not in gym.registry:
         gym.register(id=gym_id, entry_point=entry_point, disable_env_checker=True)
-    _ALIASES[alias] = gym_id
+    _ALIASES.register(alias, gym_id)
     return gym_id
 
 
@@ -45,10 +49,8 @@ def make_env(env: str | Callable[..., gym.Env] | type, env_config: dict[str, Any
 
 
 def unknown_name_error(kind: str, name: str, known: list[str], elsewhere: str = "") -> str:
-    """One line for a name that is not registered: the closest registered one and all of them."""
-    close = difflib.get_close_matches(name, known, n=1)
-    hint = f" (did you mean {close[0]!r}?)" if close else ""
-    return f"env: unknown {kind} {name!r}{hint}; registered: {', '.join(known) or 'none'}{elsewhere}"
+    """One line for a name that is not registered, as a config error of the ``env`` field."""
+    return f"env: {_unknown(kind, name, known, elsewhere)}"
 
 
 def env_name_errors(env: Any, multi_agent_envs: list[str] = ()) -> list[str]:

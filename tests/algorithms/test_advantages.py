@@ -369,7 +369,8 @@ def test_the_gigpo_estimator_pools_across_groups_only_when_configured():
 
     steps = {REWARDS: np.array([1.0, 0.0, 0.0, 1.0]), EPISODE_INDEX: np.arange(4),
              GROUP_INDEX: np.array([0, 0, 1, 1]), ANCHOR_INDEX: np.array([0, 1, 0, 1])}
-    config = SimpleNamespace(gamma=0.95, step_advantage_weight=1.0, advantage_norm="mean", step_grouping="exact")
+    config = SimpleNamespace(gamma=0.95, step_advantage_weight=1.0, advantage_norm="mean", step_grouping="exact",
+                             group_stats_over_steps=False)
     estimator = ADVANTAGE_ESTIMATORS["gigpo"]
     np.testing.assert_allclose(estimator(steps, config), [0.5, -0.5, -0.5, 0.5])
     config.step_grouping = "exact_across_groups"

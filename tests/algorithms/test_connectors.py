@@ -236,3 +236,66 @@ def test_reinforce_pp_gives_every_row_its_episodes_return_as_verl_agent_does(mod
     assert not np.allclose(ours["advantages"], theirs["advantages"])
     with pytest.raises(ValueError, match="row_returns must be one of"):
         tiny(ReinforcePlusPlusConfig, row_returns="episodes").validate()
+
+
+#: A whole new algorithm, as notes/ARCHITECTURE.md's recipe writes one: its setting, its estimator and its
+#: config, in one module that nothing else names.
+NEW_ALGORITHM_MODULE = '''
+from rllib_llm.algorithms.algorithm import LLMAlgorithm
+from rllib_llm.algorithms.config import LLMConfig
+from rllib_llm.algorithms.learner_connectors import register_estimator
+from rllib_llm.algorithms.settings import Setting, declare, number
+from rllib_llm.columns import EPISODE_INDEX, REWARDS
+
+declare(__name__, Setting("return_scale", 1.0, "Advantages are the episode return times this.", number(0)))
+
+
+def scaled_return(columns, config):
+    returns = {}
+    for episode, reward in zip(columns[EPISODE_INDEX], columns[REWARDS]):
+        returns[episode] = returns.get(episode, 0.0) + reward
+    return [config.return_scale * returns[e] for e in columns[EPISODE_INDEX]]
+
+
+register_estimator("scaled_return", scaled_return)
+
+
+class ScaledReturnConfig(LLMConfig):
+    def __init__(self, algo_class=None):
+        super().__init__(algo_class=algo_class or ScaledReturn)
+        self.advantage_estimator = "scaled_return"
+
+
+class ScaledReturn(LLMAlgorithm):
+    config_class = ScaledReturnConfig
+'''
+
+
+def test_a_new_estimator_is_one_module(module, tmp_path, monkeypatch):
+    """The recipe of notes/ARCHITECTURE.md ("Adding an estimator"): the module above, imported, gives a config
+    whose builder takes the new setting, whose validation checks it, and whose learner pipeline uses the new
+    estimator (episode returns 1.0 and -0.1, and 1.0 in group r-1, times 2)."""
+    import importlib
+    import inspect
+    import sys
+
+    from rllib_llm.algorithms import settings
+    from rllib_llm.algorithms.learner_connectors import ADVANTAGE_ESTIMATORS, ESTIMATOR_NEEDS
+
+    (tmp_path / "scaled_return_algo.py").write_text(NEW_ALGORITHM_MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        new = importlib.import_module("scaled_return_algo")
+        assert "return_scale" in inspect.signature(new.ScaledReturnConfig.training).parameters
+        config = tiny(new.ScaledReturnConfig, return_scale=2.0)
+        config.validate()
+        batch, _ = run_learner_connector(config, module, two_groups())
+        np.testing.assert_allclose(batch["advantages"], [2.0, 2.0, -0.2, -0.2, -0.2, 2.0], rtol=1e-6)
+        with pytest.raises(ValueError, match=r"return_scale must be >= 0 \(a number\), got -1"):
+            tiny(new.ScaledReturnConfig, return_scale=-1).validate()
+    finally:
+        sys.modules.pop("scaled_return_algo", None)
+        settings.forget("scaled_return_algo")
+        ADVANTAGE_ESTIMATORS.pop("scaled_return", None)
+        ESTIMATOR_NEEDS.pop("scaled_return", None)
+    assert "return_scale" not in inspect.signature(GiGPOConfig.training).parameters

@@ -113,3 +113,17 @@ def test_the_settings_command_shows_an_algorithms_defaults(capsys):
     out = capsys.readouterr().out
     assert "| `advantage_estimator` | `.training()` | `'gae'` |" in out and "group_size" not in out
     assert main(["settings", "--algorithm", "nope"]) == 2
+
+
+def test_forgetting_an_owner_removes_its_settings_rules_and_arguments(scratch_registry):
+    class Config:
+        @S.settings_builder("training")
+        def training(self, **settings):
+            return self
+
+    S.declare("plugin", S.Setting("gamma2", 0.5, "a weight", S.number(0, 1)))
+    S.declare_rule("plugin", lambda c: ["always"])
+    assert "gamma2" in inspect.signature(Config.training).parameters
+    S.forget("plugin")
+    assert "gamma2" not in inspect.signature(Config.training).parameters
+    assert S.declared() == [] and S.setting_errors(object()) == []

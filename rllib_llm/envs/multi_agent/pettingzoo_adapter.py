@@ -19,6 +19,7 @@ from typing import Any
 from pettingzoo import AECEnv, ParallelEnv
 
 from rllib_llm.envs.registry import unknown_name_error
+from rllib_llm.registry import Registry
 
 ALL = "__all__"
 
@@ -121,12 +122,13 @@ class PettingZooAdapter:
 
 # --- names --------------------------------------------------------------------------------------------
 
-_ENVS: dict[str, Callable[..., AECEnv | ParallelEnv]] = {}
+#: Alias -> PettingZoo env class or factory.
+_ENVS = Registry("multi-agent env")
 
 
 def register_multi_agent_env(alias: str, factory: Callable[..., AECEnv | ParallelEnv]) -> None:
     """Registers a PettingZoo env class or factory (called with ``env_config`` as kwargs) under ``alias``."""
-    _ENVS[alias] = factory
+    _ENVS.register(alias, factory)
 
 
 def registered_multi_agent_envs() -> list[str]:
