@@ -1,9 +1,12 @@
 """Algorithms: advantage estimators, losses, the Learner and the Algorithm configs.
 
 Every algorithm is an ``XConfig(LLMConfig)`` + ``X(LLMAlgorithm)`` pair sharing one rollout path (the
-LLM EnvRunner), one Learner and one learner-connector pipeline; they differ only in config defaults
-(``advantage_estimator``, ``policy_loss``, clipping, ``dynamic_sampling``, ...), so any mix is one config
-away (e.g. ``GRPOConfig().training(policy_loss="gspo")``).
+LLM EnvRunner), one Learner and one learner-connector pipeline. Each algorithm's module owns what is its
+own: the settings it reads (declared with :func:`~rllib_llm.algorithms.settings.declare`), its advantage
+estimator (``register_estimator``) and its config defaults, so any mix is one config away (e.g.
+``GRPOConfig().training(policy_loss="gspo")``) and a new algorithm is one module (notes/ARCHITECTURE.md,
+"Adding things"). Importing this package imports every algorithm module, so every setting and estimator
+is registered before a config is built.
 """
 
 from rllib_llm.algorithms.algorithm import LLMAlgorithm
