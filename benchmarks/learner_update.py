@@ -152,7 +152,7 @@ def report(after: Path, before: Path | None, results: Path, stem: str) -> None:
     base = statistics.median(old) if old else medians.get("shipped")
     lines = [f"# One Learner update of the main job, {data['num_groups']} groups x {data['group_size']} ({data['date']}, "
              f"{data['device']})", "",
-             f"`python benchmarks/learner_update.py` (via `benchmarks/gpu_jobs.py learner`): {data['model']}, "
+             f"`python benchmarks/learner_update.py` : {data['model']}, "
              f"{data['num_groups']} groups x {data['group_size']} = {data.get('rows')} rows, the same batch updated on "
              f"again and again; median of the timed updates (first one a warm-up). Sampling that batch took "
              f"{data.get('sample_s', 0):.2f} s, one weight sync {data.get('sync_s', 0):.3f} s"

@@ -12,7 +12,7 @@ subprocess (the README's command plus ``--seed``), timed with the load average b
 the held-out seeds, its wall time, the mean and spread, whether the bar holds (every seed >= 0.80 and >= its
 untrained success + 0.25, mean >= 0.90, each run <= 15 min), and the training curves (success of the
 iteration's sampled episodes per seed, held-out greedy success before/after as markers). The GPU-sized version
-and GiGPO vs GRPO on the H200 are ``python benchmarks/gpu_jobs.py bar`` (``learning_seeds_gpu.*``).
+and GiGPO vs GRPO on the H200 are ``benchmarks/gpu_sweep.py``, one process per seed (``learning_seeds_gpu.*``).
 """
 
 from __future__ import annotations

@@ -1,27 +1,14 @@
 """vLLM-backed EnvRunners on the lent GPU (issue 23): weight sync, colocation memory, log-prob agreement,
 and training through ``rllib-llm train`` with ``.generation(backend="vllm")`` next to ``hf``.
 
-Runs on the GPU machine after ``../shared/gpu/vllm`` installed vLLM 0.24 (``source .gpu/install.sh``) and
-``benchmarks/gpu_jobs.py setup``/``stage`` carried Ray and the embedded model's GGUF (module docstring of
-gpu_jobs.py). Steps:
+Runs on a machine with a GPU and ``pip install vllm`` (measured with vLLM 0.24). Steps:
 
     python benchmarks/vllm_gpu.py measure --out $OUT [--sections sync135 logprobs big lora]
     python benchmarks/vllm_gpu.py train --budget-s 360 [--detach]     # the training runs, one process each
     python benchmarks/vllm_gpu.py report --out $OUT                    # vllm_h200.{json,md} from both
 
-The device calls (64 MiB a call, the checkout 13 MiB of it on 2026-12-06). vLLM's two stage.sh parts are
-re-split into two halves that fit beside the checkout: ``cat .gpu/c1/*part-aa .gpu/c2/*part-ab``, the first half
-to ``.gpu/v1/vllm_slim.tar.xz.part-a1``, the rest to ``.gpu/v2/vllm_slim.tar.xz.part-a2`` with the sha256 file
-(install.sh joins ``/root/stage/vllm_slim.tar.xz.part-*`` in name order). (1) carry ``.whl .carry/ray.tar.xz
-.gpu/whl`` (48 MiB; forget ``.gpu/whl`` here and it needs a call of its own): ``gpu_jobs.py setup --skip-dry``
-and copy ``.gpu/whl`` to /root/stage/whl; (2) ``.carry/gguf.xz.00 .carry/gguf.xz.01`` (+ ``.carry/wheels_a``
-for ALFWorld): ``gpu_jobs.py stage``; (3) ``.carry/gguf.xz.02 .carry/gguf.xz.03`` (+ ``.carry/head.tar.gz``
-for detached runs, + ``.carry/wheels_b``): a job that prepares the GGUF; (4) ``.gpu/v1``: copy into /root/stage; (5) ``.gpu/v2
-.gpu/install.sh``: copy into /root/stage, restore ``.gpu/whl`` from /root/stage/whl, ``source .gpu/install.sh``
-(never through a pipe: the exports would be lost), then this script's steps. ``source .gpu/install.sh`` again
-in every later call (it only exports once vLLM is installed). Engines on one card: give each a fixed
-``kv_cache_memory_bytes`` (benchmarks/async_gpu.py) or start them one at a time (notes/vllm.md: engines starting
-together fail to size their KV cache from a share of the card).
+Engines on one card: give each a fixed ``kv_cache_memory_bytes`` (benchmarks/async_gpu.py) or start them one at
+a time (notes/vllm.md: engines starting together fail to size their KV cache from a share of the card).
 
 ``measure``:
 - ``sync135``: the embedded SmolLM2-135M-Instruct (bf16 on cuda:0) in a ``VLLMBackend``; full-weight
@@ -42,7 +29,7 @@ prints the path, for ``benchmarks/rollout_throughput.py --model /root/work/vllm/
 --backend {hf,vllm}`` (issue 23's rollout throughput at 1.5B).
 
 ``train``: the main job (tuned_examples/numberline_gigpo.py) at GPU size (8 groups x 4) through ``python -m
-rllib_llm.run.cli train`` (a wrapper example per run, as ``gpu_jobs.py multiagent``) with ``hf`` and with
+rllib_llm.run.cli train`` (a wrapper example per run) with ``hf`` and with
 ``vllm`` on the same seeds (LoRA, as shipped), ``vllm`` with full weights (CUDA IPC sync, lr 1e-5), ``vllm``
 with the engine asleep while the Learner trains, text Sokoban and multi-agent tic-tac-toe with ``vllm``.
 """

@@ -22,7 +22,7 @@ format (``few_shot``) or a larger model is the next thing to try.
 On a GPU (``rllib-llm train tuned_examples/alfworld_gigpo.py --gpu``: 8 groups x 4 episodes; benchmarks/gpu_jobs.py examples, benchmarks/results/gpu_examples_search_webshop_alfworld.md; one H200 shared by 6 runs, 2026-12-06), seed 0,
 200 s of training (6 iterations, ~37 s each): 0.000 -> 0.000 on 32 held-out games, valid-action rate 0.000
 before and after (0.006 in training): no signal at all. Seed 1, started beside 5 other runs, ran out of memory.
-TextWorld needs jericho, which PyPI ships only as an sdist (benchmarks/stage_gpu_carry.sh builds its wheel).
+TextWorld needs jericho, which PyPI ships only as an sdist (pip builds it; a C compiler is needed).
 """
 
 from pathlib import Path
