@@ -15,7 +15,6 @@ from ray.rllib.algorithms.algorithm import Algorithm
 from ray.rllib.callbacks.utils import make_callback
 from ray.rllib.core import ALL_MODULES, COMPONENT_LEARNER, COMPONENT_OPTIMIZER, COMPONENT_RL_MODULE
 from ray.rllib.env.env_runner_state_server import EnvRunnerStateServer
-from ray.rllib.execution.rollout_ops import synchronous_parallel_sample
 from ray.rllib.utils.metrics import (
     ENV_RUNNER_RESULTS,
     ENV_RUNNER_SAMPLING_TIMER,
@@ -29,6 +28,7 @@ from ray.rllib.utils.metrics import (
 
 from rllib_llm.algorithms.async_rollouts import GroupQueue
 from rllib_llm.algorithms.dynamic_sampling import is_informative
+from rllib_llm.algorithms.rllib_internals import sample_with_env_runners
 from rllib_llm.algorithms.sharding import NotEnoughGroupsError, learner_update_data
 from rllib_llm.checkpoint_files import MsgpackCheckpointable, read_checkpoint_state, write_checkpoint
 from rllib_llm.core.group_env_runner import component_requested
@@ -91,9 +91,7 @@ class LLMAlgorithm(MsgpackCheckpointable, Algorithm):
         """Episodes of one group rollout from every EnvRunner (override for dynamic sampling)."""
         self.await_env_runners()
         with self.metrics.log_time((TIMERS, ENV_RUNNER_SAMPLING_TIMER)):
-            episodes, env_runner_results = synchronous_parallel_sample(
-                worker_set=self.env_runner_group, _uses_new_env_runners=True, _return_metrics=True
-            )
+            episodes, env_runner_results = sample_with_env_runners(self.env_runner_group)
         self.metrics.aggregate(env_runner_results, key=ENV_RUNNER_RESULTS)
         if episodes:
             self._empty_samples = 0
@@ -203,7 +201,7 @@ class LLMAlgorithm(MsgpackCheckpointable, Algorithm):
 
     def _share_state_server(self, remote_ids: list[int] | None, local: bool) -> None:
         def share(runner, server=self._state_server):
-            runner._env_runner_state_server = server
+            runner.use_state_server(server)
 
         self.env_runner_group.foreach_env_runner(share, remote_worker_ids=remote_ids, local_env_runner=local)
 

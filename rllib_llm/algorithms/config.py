@@ -458,6 +458,11 @@ class LLMConfig(AlgorithmConfig):
 
         return LLMLearner
 
+    def env_to_module_factory(self) -> Any:
+        """The env-to-module factory ``env_runners(env_to_module_connector=...)`` set (the default prompt
+        pipeline if none): what each agent's pipeline is built from when no per-agent factory is given."""
+        return self._env_to_module_connector
+
     def user_learner_connectors(self, input_observation_space, input_action_space) -> list:
         """The pieces a user added through ``config.training(learner_connector=...)``, as a list (they run
         after the advantages, before the token batch is built)."""

@@ -27,6 +27,13 @@ from rllib_llm.algorithms.losses import (
     masked_mean,
     value_loss,
 )
+from rllib_llm.algorithms.rllib_internals import (
+    accumulated_gradients,
+    compute_off_policyness,
+    has_grad_scalers,
+    scaled_losses,
+    zero_gradients,
+)
 from rllib_llm.checkpoint_files import MsgpackCheckpointable
 from rllib_llm.columns import (
     ACTION_LOGP,
@@ -147,7 +154,7 @@ class LLMLearner(MsgpackCheckpointable, TorchLearner):
         compile_language_models(self.module, self.config)
 
     def configure_optimizers_for_module(self, module_id: str, config: Any = None) -> None:
-        module = self._module[module_id]
+        module = self.module[module_id]
         params = [p for p in self.get_parameters(module) if p.requires_grad]
         optimizer = torch.optim.AdamW(params, weight_decay=config.weight_decay, fused=fused_adamw(params) or None)
         self.register_optimizer(module_id=module_id, optimizer=optimizer, params=params, lr_or_lr_schedule=config.lr)
@@ -175,7 +182,7 @@ class LLMLearner(MsgpackCheckpointable, TorchLearner):
         checking. With a grad scaler (mixed precision) the scaler skips and rescales, as in RLlib."""
         self._advance_entropy_control()
         grads = [g for g in gradients_dict.values() if g is not None]
-        if self._grad_scalers is None and grads and not bool(torch.isfinite(global_norm(grads))):
+        if not has_grad_scalers(self) and grads and not bool(torch.isfinite(global_norm(grads))):
             logger.warning("Skipping an optimizer step: the gradients hold nan or inf values.")
             self.metrics.log_value((ALL_MODULES, NONFINITE_STEPS_SKIPPED), 1, reduce="sum")
             return
@@ -223,14 +230,14 @@ class LLMLearner(MsgpackCheckpointable, TorchLearner):
         step, so this is the one override of a private Learner method. It mirrors
         ``TorchLearner._uncompiled_update`` (off-policyness stats, ``compute_losses``, backward, then
         ``postprocess_gradients`` + ``apply_gradients``) with the forward/backward run per chunk, and defers to
-        it whenever a minibatch fits one chunk. ``tests/algorithms/test_learner_contract.py`` fails if the
-        RLlib internals it relies on change."""
+        it whenever a minibatch fits one chunk. The RLlib internals it relies on are wrapped in
+        :mod:`rllib_llm.algorithms.rllib_internals` (``tests/algorithms/test_learner_contract.py`` fails if they
+        change)."""
         size = self.config.micro_batch_size
         if not size or all(len(columns[RESPONSE_MASK]) <= size for columns in batch.values()):
             return super()._uncompiled_update(batch, **kwargs)
-        self._compute_off_policyness(batch)
-        for optimizer in self._optimizer_parameters:
-            optimizer.zero_grad(set_to_none=True)
+        compute_off_policyness(self, batch)
+        zero_gradients(self)
         totals: dict[str, torch.Tensor] = {}
         fwd_out: dict[str, Any] = {}
         try:
@@ -238,8 +245,7 @@ class LLMLearner(MsgpackCheckpointable, TorchLearner):
                 self._shares = shares
                 fwd_out = self.module.forward_train(micro)
                 losses = self.compute_losses(fwd_out=fwd_out, batch=micro)
-                scaled = [self._grad_scalers[m].scale(v) if self._grad_scalers else v for m, v in losses.items()]
-                total = sum(scaled)
+                total = sum(scaled_losses(self, losses))
                 if torch.is_tensor(total) and total.requires_grad:
                     total.backward()
                 for mid, loss in losses.items():
@@ -249,7 +255,7 @@ class LLMLearner(MsgpackCheckpointable, TorchLearner):
         for mid, stats in self._micro_stats.items():
             self.metrics.log_dict(stats, key=mid, window=1)
         self._micro_stats = {}
-        gradients = {pid: p.grad for pid, p in self._params.items() if p.grad is not None}
+        gradients = accumulated_gradients(self)
         self.apply_gradients(self.postprocess_gradients(gradients))
         return fwd_out, totals, {}
 

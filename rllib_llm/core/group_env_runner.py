@@ -548,6 +548,11 @@ class GroupEnvRunner(MsgpackCheckpointable, EnvRunner, Checkpointable):
         self._rng = np.random.default_rng(None if self._seed is None else [self._seed, restarts])
         self._num_rollouts = 0
 
+    def use_state_server(self, server: Any) -> None:
+        """Pull weights from RLlib's ``EnvRunnerStateServer`` actor at the start of each rollout (asynchronous
+        rollouts; the Algorithm hands every runner the one it started, as IMPALA does)."""
+        self._env_runner_state_server = server
+
     def get_ctor_args_and_kwargs(self):
         return (), {"config": self.config}
 

@@ -136,7 +136,7 @@ class LLMMultiAgentEnvRunner(GroupEnvRunner):
         """The agent's env-to-module pipeline: ``agent_env_to_module[agent_id]`` or the config's default
         factory, built once per agent (so prompt builders keep per-agent budgets and warnings)."""
         if agent_id not in self._pipelines:
-            factory = self.config.agent_env_to_module.get(agent_id, self.config._env_to_module_connector)
+            factory = self.config.agent_env_to_module.get(agent_id, self.config.env_to_module_factory())
             spaces = self.get_spaces()
             pieces = factory(self.env, spaces, None)
             pieces = list(pieces) if isinstance(pieces, (list, tuple)) else [pieces]

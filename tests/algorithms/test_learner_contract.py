@@ -43,3 +43,28 @@ def test_adamw_is_fused_on_cuda_only():
     on_cuda = SimpleNamespace(device=torch.device("cuda"), is_floating_point=lambda: True)
     assert fused_adamw([on_cuda, on_cuda])
     assert not fused_adamw([on_cuda, torch.zeros(1)]) and not fused_adamw([torch.zeros(1)]) and not fused_adamw([])
+
+
+def test_rllibs_private_names_are_used_only_in_the_adapter_module():
+    """Every private RLlib attribute rllib-llm touches goes through rllib_llm/algorithms/rllib_internals.py;
+    an access written elsewhere (``learner._params``, ``_uses_new_env_runners=``) fails here. The adapter's own
+    wrapped names must still exist in RLlib."""
+    import re
+    from pathlib import Path
+
+    import rllib_llm
+    from rllib_llm.algorithms import rllib_internals
+
+    names = ("_optimizer_parameters", "_grad_scalers", "_params", "_compute_off_policyness", "_uses_new_env_runners",
+             "_return_metrics")  # fmt: skip
+    pattern = re.compile(r"\.(%s)\b|\b(%s)=" % ("|".join(names), "|".join(names)))
+    package = Path(rllib_llm.__file__).parent
+    outside = [f"{p.relative_to(package)}:{i}" for p in package.rglob("*.py") if p.name != "rllib_internals.py"
+               for i, line in enumerate(p.read_text().splitlines(), 1) if pattern.search(line)]  # fmt: skip
+    assert not outside, outside
+    adapter = inspect.getsource(rllib_internals)
+    for name in names:
+        assert name in adapter, name
+    source = inspect.getsource(TorchLearner) + inspect.getsource(inspect.getmodule(TorchLearner.__mro__[1]))
+    for name in names[:4]:
+        assert name in source, name
