@@ -78,3 +78,19 @@ def test_the_python_config_snippet_trains_on_a_cpu_as_written(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     lines = done.stdout.strip().splitlines()
     assert lines[0].startswith("1 ") and lines[1].startswith("2 ") and "'success_rate'" in lines[-1]
+
+
+@pytest.mark.slow
+def test_the_sweep_snippet_runs_as_written_on_the_tiny_example(tmp_path):
+    """The README's sweep block, its lines unchanged, after ``config`` (which the README takes from the main
+    job) is the tiny example's: 4 trials of 3 iterations, each reporting held-out success, and the best one."""
+    [snippet] = [block for lang, block in BLOCKS if lang == "python" and "run_sweep(" in block]
+    code = ("from pathlib import Path\n"
+            "from rllib_llm.run.cli import load_tuned_example\n"
+            f"config, _ = load_tuned_example(Path({str(ROOT / 'tests/fixtures/tiny_numberline.py')!r}))\n"
+            + snippet)  # fmt: skip
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=1500)
+    assert done.returncode == 0, done.stderr[-3000:]
+    best = done.stdout.strip().splitlines()[-1]
+    assert "'held_out/success_rate'" in best and "'group_size'" in best and "'lr'" in best
+    assert len(list((tmp_path / "runs" / "tune").glob("*/*/"))) >= 4  # a trial folder per grid point
