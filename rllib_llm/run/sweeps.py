@@ -21,13 +21,15 @@ from typing import Any
 
 from ray.tune import Callback
 
+from rllib_llm.algorithms.algorithm import HELD_OUT_RESULTS
+from rllib_llm.metrics import ENV_RUNNERS, SUCCESS_RATE
 from rllib_llm.run.stopping import ITERATIONS, check_stop
 
 logger = logging.getLogger(__name__)
 
-SUCCESS_METRIC = "env_runners/success_rate"
+SUCCESS_METRIC = f"{ENV_RUNNERS}/{SUCCESS_RATE}"
 #: Greedy success on the held-out seeds (``evaluation(held_out_interval=N)``): what a sweep selects on.
-HELD_OUT_METRIC = "held_out/success_rate"
+HELD_OUT_METRIC = f"{HELD_OUT_RESULTS}/{SUCCESS_RATE}"
 
 
 def grid_points(grid: dict[str, list]) -> list[dict[str, Any]]:
