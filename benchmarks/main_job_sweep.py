@@ -43,6 +43,7 @@ def main() -> int:
     parser.add_argument("--grid", action="append", default=None, help="FIELD=V1,V2 (default group_size=2,4 lr=1e-5,5e-5)")
     parser.add_argument("--work", type=Path, default=None, help="Tune storage and MLflow store (default: a temp dir)")
     parser.add_argument("--output", type=Path, default=RESULTS_DIR / "main_job_sweep.json")
+    parser.add_argument("--base", default=None, help="sweep this tuned example instead (the smoke test: the tiny one)")
     args = parser.parse_args()
     grid_args = args.grid or ["group_size=2,4", "lr=1e-5,5e-5"]
     work = args.work or Path(tempfile.mkdtemp(prefix="main_job_sweep_"))
@@ -53,6 +54,8 @@ def main() -> int:
             "--tracking-uri", str(work / "mlruns")]  # fmt: skip
     for item in grid_args:
         argv += ["--grid", item]
+    if args.base:
+        argv += ["--base", args.base]
     summary = sweep_main(config, {}, stop, argv=argv)
     minutes = (time.time() - start) / 60
     keys = [item.partition("=")[0] for item in grid_args]

@@ -376,3 +376,25 @@ def test_real_model_report_counts_tool_use_and_spreads_a_variant_over_its_seeds(
     assert (a["runs"], a["finished"], a["after_mean"], a["after_std"]) == (2, 1, 0.9, 0.0)
     assert a["curve_mean"] == pytest.approx([0.2, 0.4]) and a["curve_low"] == pytest.approx([0.1, 0.3])
     assert b["after_mean"] == 0.5
+
+
+@pytest.mark.slow
+def test_main_job_sweep_reports_held_out_success_per_trial_from_tune_and_mlflow(tmp_path):
+    """The sweep benchmark on the tiny example: every trial's held-out success, in Tune's results and as its
+    MLflow run logged it (the same number), and the selected trial."""
+    import subprocess
+    import sys
+
+    output = tmp_path / "main_job_sweep.json"
+    done = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "main_job_sweep.py"), "--iterations", "1", "--grid", "lr=1e-3,1e-4",
+         "--base", str(REPO / "tests" / "fixtures" / "tiny_numberline.py"), "--work", str(tmp_path / "work"),
+         "--output", str(output)],  # fmt: skip
+        capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = json.loads(output.read_text())["rows"]
+    assert sorted(r["lr"] for r in rows) == [1e-4, 1e-3]
+    for row in rows:
+        assert 0.0 <= row["held_out_success"] <= 1.0
+        assert row["mlflow_held_out_success"] == pytest.approx(row["held_out_success"])
+    assert output.with_suffix(".md").read_text().count("\n") > 5
