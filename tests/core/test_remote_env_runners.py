@@ -47,7 +47,7 @@ def test_rollouts_without_any_episode_warn_then_stop_training(monkeypatch, caplo
 
     algo = tiny_config().build_algo()
     try:
-        monkeypatch.setattr(algorithm_module, "synchronous_parallel_sample", lambda **kwargs: ([], []))
+        monkeypatch.setattr(algorithm_module, "sample_with_env_runners", lambda env_runner_group: ([], []))
         for _ in range(algorithm_module.MAX_EMPTY_SAMPLES - 1):
             algo.train()
         assert sum("No EnvRunner returned episodes" in r.message for r in caplog.records) == 2
