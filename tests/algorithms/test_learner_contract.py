@@ -57,7 +57,8 @@ def test_rllibs_private_names_are_used_only_in_the_adapter_module():
 
     names = ("_optimizer_parameters", "_grad_scalers", "_params", "_compute_off_policyness", "_uses_new_env_runners",
              "_return_metrics")  # fmt: skip
-    pattern = re.compile(r"\.(%s)\b|\b(%s)=" % ("|".join(names), "|".join(names)))
+    alternatives = "|".join(names)
+    pattern = re.compile(rf"\.({alternatives})\b|\b({alternatives})=")
     package = Path(rllib_llm.__file__).parent
     outside = [f"{p.relative_to(package)}:{i}" for p in package.rglob("*.py") if p.name != "rllib_internals.py"
                for i, line in enumerate(p.read_text().splitlines(), 1) if pattern.search(line)]  # fmt: skip

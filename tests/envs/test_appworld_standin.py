@@ -73,6 +73,15 @@ def test_the_env_runs_offline_against_its_own_stand_in():
     try:
         obs, info = env.reset(seed=0)
         assert env.task_id in TASKS and "No code has been run yet" in obs
+        # the task reaches the prompt once, through the template's task slot (the observation does not repeat it)
+        from rllib_llm.env_connectors.prompts import fill_template
+        from rllib_llm.env_connectors.templates import get_template
+
+        slots = {**info["prompt_slots"], "task_description": env.task_description, "current_step": 1,
+                 "current_observation": obs, "step_count": 0, "history_length": 0, "action_history": ""}
+        prompt = fill_template(get_template("AppWorld").no_history, **slots)
+        assert env.task_description and prompt.count(env.task_description) == 1
+        assert info["anchor_obs"] == f"{env.task_id}\n{obs}"  # two tasks' first states are not one anchor
         assert info["prompt_slots"]["supervisor_name"] == "Joyce Weaver"
         env.reset(seed=0, options={"task_id": "standin_first_name"})
         obs, reward, terminated, truncated, info = env.step("print(apis.supervisor.show_profile())")

@@ -108,7 +108,7 @@ class AppWorldEnv(TextEnv):
         return {
             "is_action_valid": valid,
             "won": won,
-            "anchor_obs": self.obs,
+            "anchor_obs": f"{self.task_id}\n{self.obs}",  # GiGPO's state: the task and what the last code printed
             "prompt_slots": self._slots(),
             "task_id": self.task_id,
             **extra,
@@ -123,7 +123,8 @@ class AppWorldEnv(TextEnv):
         self.task_id = str(options.get("task_id") or self.task_ids[int(self.np_random.integers(len(self.task_ids)))])
         self.task = self.client.initialize(self.task_id, experiment_name=self.experiment_name, **self.init_kwargs)
         self.task_description = self.task.get("instruction", "")
-        self.obs = f"Task: {self.task_description}\nNo code has been run yet."
+        # The task reaches the prompt through ``task_description`` (both templates print it): not repeated here.
+        self.obs = "No code has been run yet."
         self.steps, self.finished = 0, False
         return self.obs, self._info(True)
 
