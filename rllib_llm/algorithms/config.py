@@ -180,18 +180,23 @@ def _penalty_row_rule(config: Any) -> list[str]:
 def _fields_rllib_leaves_unchecked(config: Any) -> list[str]:
     """RLlib's fields and ours outside the declared builders, which nothing checks before they fail deep inside
     a Ray actor."""
-    errors = [e for e in (number(0, 1)("gamma", config.gamma), flag()("gradient_checkpointing", config.gradient_checkpointing),
-                          number(0, optional=True, low_open=True)("grad_clip", config.grad_clip)) if e]
+    errors = [
+        number(0, 1)("gamma", config.gamma),
+        flag()("gradient_checkpointing", config.gradient_checkpointing),
+        number(0, optional=True, low_open=True)("grad_clip", config.grad_clip),
+    ]
     if not isinstance(config.lr, list):  # a list is an RLlib lr schedule, which RLlib checks
-        errors += [e for e in [number(0, low_open=True)("lr", config.lr)] if e]
+        errors.append(number(0, low_open=True)("lr", config.lr))
     if not isinstance(config.generation_backend_options, dict):
         errors.append(f"generation_backend_options must be a dict, got {config.generation_backend_options!r}")
-    return errors
+    return [e for e in errors if e]
 
 
 declare_rule(__name__, _penalty_row_rule)
 declare_rule(__name__, _fields_rllib_leaves_unchecked)
 
+#: The keyword arguments of RLlib's own ``AlgorithmConfig.training`` (what ``.training()`` passes on to it).
+_RLLIB_TRAINING_ARGS = frozenset(inspect.signature(AlgorithmConfig.training).parameters) - {"self"}
 
 
 def _set(config: AlgorithmConfig, **values: Any) -> None:
@@ -306,10 +311,11 @@ class LLMConfig(AlgorithmConfig):
         the estimators and losses (`rllib-llm settings`; notes/settings.md). ``clip_param`` sets both clip
         ratios."""
         rllib_args = take(self, "training", settings)
-        known = set(inspect.signature(AlgorithmConfig.training).parameters) - {"self"}
-        unknown = [name for name in rllib_args if name not in known]
+        unknown = [name for name in rllib_args if name not in _RLLIB_TRAINING_ARGS]
         if unknown:
-            raise unknown_argument_error(self, "training", unknown, [*known, *(s.name for s in declared("training"))])
+            raise unknown_argument_error(
+                self, "training", unknown, [*_RLLIB_TRAINING_ARGS, *(s.name for s in declared("training"))]
+            )
         super().training(**rllib_args)
         if settings.get("async_rollouts") is True:  # RLlib's per-iteration connector-state sync asks every
             # remote EnvRunner and waits, i.e. for the rollout in flight; the LLM connectors keep no state, weights
